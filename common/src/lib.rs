@@ -1,0 +1,2 @@
+//! Link Run's on-disk contract between `lnk-link-run` and `lnk-link-supervise`.
+#![deny(missing_docs)]

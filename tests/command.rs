@@ -1,0 +1,1 @@
+//! End-to-end tests of `lnk-link-run serve` and the `command` tool.
