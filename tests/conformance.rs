@@ -7,9 +7,10 @@
 //! The Python interpreter comes from `LNK_SDK_PYTHON`, else `<workspace>/.venv/bin/python` (which
 //! `.ci/run` creates with `pip install mcp==2.3.0 jsonschema`). Without a Python that has `mcp` the
 //! test prints "skipped: ..." and passes, unless `LNK_REQUIRE_SDK=1`; without `bwrap` on `PATH`
-//! the bubblewrap run does the same, unless `LNK_REQUIRE_SANDBOX=1`. `LNK_SDK_TRACE=<file>` makes
-//! the script log every line on the wire to that file; on a failure the test reruns the failing
-//! era(s) with such a log and prints it.
+//! the bubblewrap run does the same, unless `LNK_REQUIRE_SANDBOX=1`.
+//!
+//! `LNK_SDK_TRACE=<file>` makes the script log every line on the wire to `<file>.passthrough` and
+//! `<file>.bwrap`; without it, a failure reruns the failing era(s) with such a log and prints it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsString;
@@ -151,7 +152,7 @@ fn run_script(
 
 /// Runs every era with the sandbox prefix that `sandbox` makes for a files folder; on failure,
 /// reruns the failed eras with a wire log and fails with all of it.
-fn conform(sandbox: impl Fn(&Path) -> Vec<OsString>) {
+fn conform(name: &str, sandbox: impl Fn(&Path) -> Vec<OsString>) {
     let python = match sdk_python() {
         Ok(python) => python,
         Err(why) => return skip("LNK_REQUIRE_SDK", &why),
@@ -161,7 +162,11 @@ fn conform(sandbox: impl Fn(&Path) -> Vec<OsString>) {
         .path()
         .canonicalize()
         .expect("canonical files folder");
-    let trace = std::env::var_os("LNK_SDK_TRACE").map(PathBuf::from);
+    let trace = std::env::var_os("LNK_SDK_TRACE").map(|path| {
+        let mut path = path;
+        path.push(format!(".{name}"));
+        PathBuf::from(path)
+    });
 
     let modes = "auto,legacy,2026-07-28";
     let (ok, stdout, stderr) =
@@ -200,7 +205,9 @@ fn sdk_client_without_sandbox() {
         "{} is missing: cargo test builds it",
         passthrough.display()
     );
-    conform(|_files| vec![passthrough.clone().into_os_string()]);
+    conform("passthrough", |_files| {
+        vec![passthrough.clone().into_os_string()]
+    });
 }
 
 #[test]
@@ -208,7 +215,7 @@ fn sdk_client_under_bubblewrap() {
     let Some(bwrap) = find_on_path("bwrap") else {
         return skip("LNK_REQUIRE_SANDBOX", "bwrap is not on PATH");
     };
-    conform(|files| {
+    conform("bwrap", |files| {
         let mut prefix: Vec<OsString> = vec![bwrap.clone().into_os_string()];
         for arg in [
             "--ro-bind",
