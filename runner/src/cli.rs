@@ -1,0 +1,378 @@
+//! The command line of `lnk-link-run`, and its checks, into a [`Config`].
+//!
+//! Every refusal to start is one line on stderr and a non-zero exit, and nothing is written
+//! before all checks have passed.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Background, Config, WayIn};
+
+/// `lnk-link-run`: Link Run's MCP server over stdio.
+#[derive(Debug, Parser)]
+#[command(name = "lnk-link-run", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP over stdio: run each call's program in the sandbox given after `--`.
+    Serve(ServeArgs),
+}
+
+/// The flags of `serve`. Every one is optional here so that a missing one gets a message of its
+/// own in [`ServeArgs::check`]; none has a built-in value.
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The files folder: calls work inside it and cannot leave it.
+    #[arg(long, value_name = "FOLDER")]
+    files: Option<PathBuf>,
+    /// Folders (`:`-separated) where the allowed programs are looked up, in order.
+    #[arg(long, value_name = "PATH")]
+    programs_path: Option<OsString>,
+    /// A call's time limit (e.g. `30s`); at it the call's whole process group is killed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Output kept per call: each of stdout and stderr keeps its first and last half of this.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    output: Option<u64>,
+    /// A program the agent may run (a bare name, repeatable).
+    #[arg(long = "program", value_name = "NAME")]
+    programs: Vec<String>,
+    /// An environment variable passed to every program through `/usr/bin/env` (repeatable).
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, String)>,
+    /// The state folder for background runs (outside `--files`).
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// How many background runs may run at once.
+    #[arg(long, value_name = "N")]
+    background: Option<u32>,
+    /// A background run's time limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    background_timeout: Option<Duration>,
+    /// The cap of a background run's output file.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    background_output: Option<u64>,
+    /// How long an ended background run's record and output are kept.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    background_keep: Option<Duration>,
+    /// Calls whose `link.local/hops` is at or above this may not start background runs.
+    #[arg(long, value_name = "N")]
+    hops: Option<u32>,
+    /// The bridge's Unix socket that background runs tell when they end.
+    #[arg(long, value_name = "SOCKET")]
+    way_in: Option<PathBuf>,
+    /// The agent id whose key signs what background runs tell.
+    #[arg(long = "as", value_name = "AGENT")]
+    agent: Option<String>,
+    /// The keyring folder holding `<agent>.key` (default: Link's keyring).
+    #[arg(long, value_name = "DIR")]
+    keyring: Option<PathBuf>,
+    /// The sandbox prefix: each call runs `<sandbox> -- <program> <args>`.
+    #[arg(last = true, value_name = "SANDBOX")]
+    sandbox: Vec<OsString>,
+}
+
+/// A refusal to start: one line for stderr.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(String);
+
+fn refuse<T>(message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(message.into()))
+}
+
+impl Cli {
+    /// Parses the command line. Help and version print and exit here; any other clap error
+    /// becomes a one-line [`Refusal`].
+    pub fn parse_args() -> Result<Config, Refusal> {
+        let cli = match Cli::try_parse() {
+            Ok(cli) => cli,
+            Err(err) => match err.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
+                _ => return refuse(one_line(&err.to_string())),
+            },
+        };
+        match cli.command {
+            Command::Serve(args) => args.check(),
+        }
+    }
+}
+
+/// Folds clap's several-line message into one line: what is wrong, without the usage.
+fn one_line(message: &str) -> String {
+    let mut out = String::new();
+    for line in message.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration like 500ms, 30s, 2m or 1h ({e})"))?;
+    if duration.is_zero() {
+        return Err(format!("`{text}` is zero; give a duration above zero"));
+    }
+    Ok(duration)
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let bytes = parse_size::parse_size(text)
+        .map_err(|e| format!("`{text}` is not a size like 65536, 64KiB or 1MiB ({e})"))?;
+    if bytes == 0 {
+        return Err(format!("`{text}` is zero; give a size above zero"));
+    }
+    Ok(bytes)
+}
+
+fn parse_var(text: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(format!("`{text}` is not NAME=VALUE"));
+    };
+    let mut chars = name.chars();
+    let well_formed = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed {
+        return Err(format!(
+            "`{name}` is not a variable name (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    if value.contains('\0') {
+        return Err(format!("the value of {name} holds a NUL byte"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
+fn required<T>(value: Option<T>, flag: &str, what: &str) -> Result<T, Refusal> {
+    match value {
+        Some(v) => Ok(v),
+        None => refuse(format!("{flag} is required: {what}")),
+    }
+}
+
+impl ServeArgs {
+    fn check(self) -> Result<Config, Refusal> {
+        if self.sandbox.is_empty() {
+            return refuse(
+                "a sandbox is required after `--` (for instance `-- bwrap --ro-bind / / --dev /dev \
+                 --proc /proc --bind <files> <files> --unshare-all --die-with-parent \
+                 --new-session --clearenv`); lnk-link-run never runs programs without one",
+            );
+        }
+        let files = required(
+            self.files.clone(),
+            "--files",
+            "the folder the calls work in",
+        )?;
+        let files = canonical_folder(&files, "--files")?;
+        let programs_path = required(
+            self.programs_path.clone(),
+            "--programs-path",
+            "the folders where the allowed programs are found",
+        )?;
+        if programs_path.is_empty() {
+            return refuse("--programs-path is empty: give the folders where programs are found");
+        }
+        let timeout = required(self.timeout, "--timeout", "a call's time limit, e.g. 30s")?;
+        let output = required(
+            self.output,
+            "--output",
+            "the output kept per call, e.g. 64KiB",
+        )?;
+        if output < 2 {
+            return refuse("--output must be at least 2 bytes (half for the head, half the tail)");
+        }
+        if self.programs.is_empty() {
+            return refuse("at least one --program is required: the programs the agent may run");
+        }
+        let mut programs: Vec<String> = Vec::new();
+        for name in &self.programs {
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return refuse(format!(
+                    "--program `{name}` is not a bare program name (no `/`)"
+                ));
+            }
+            if !programs.contains(name) {
+                programs.push(name.clone());
+            }
+        }
+        let background = self.check_background(&files)?;
+        Ok(Config {
+            files,
+            programs_path,
+            timeout,
+            output,
+            programs,
+            vars: self.vars,
+            background,
+            sandbox: self.sandbox,
+        })
+    }
+
+    fn check_background(&self, files: &Path) -> Result<Option<Background>, Refusal> {
+        let Some(state) = &self.state else {
+            let stray = [
+                (self.background.is_some(), "--background"),
+                (self.background_timeout.is_some(), "--background-timeout"),
+                (self.background_output.is_some(), "--background-output"),
+                (self.background_keep.is_some(), "--background-keep"),
+                (self.hops.is_some(), "--hops"),
+                (self.way_in.is_some(), "--way-in"),
+                (self.agent.is_some(), "--as"),
+                (self.keyring.is_some(), "--keyring"),
+            ];
+            if let Some((_, flag)) = stray.iter().find(|(given, _)| *given) {
+                return refuse(format!("{flag} needs --state: it is about background runs"));
+            }
+            return Ok(None);
+        };
+        let what = "with --state, background runs need it";
+        let max_running = required(self.background, "--background", what)?;
+        if max_running == 0 {
+            return refuse("--background must be at least 1");
+        }
+        let timeout = required(self.background_timeout, "--background-timeout", what)?;
+        let output = required(self.background_output, "--background-output", what)?;
+        if output < 2 {
+            return refuse("--background-output must be at least 2 bytes");
+        }
+        let keep = required(self.background_keep, "--background-keep", what)?;
+        let hops = required(self.hops, "--hops", what)?;
+        let state = absolute_state(state)?;
+        if state.starts_with(files) {
+            return refuse(format!(
+                "--state {} lies inside --files {}: the sandboxed programs could write it",
+                state.display(),
+                files.display()
+            ));
+        }
+        let way_in = match (&self.way_in, &self.agent) {
+            (None, None) => {
+                if self.keyring.is_some() {
+                    return refuse("--keyring needs --way-in and --as: it signs what runs tell");
+                }
+                None
+            }
+            (Some(_), None) => return refuse("--way-in needs --as <agent id>: whose key signs"),
+            (None, Some(_)) => return refuse("--as needs --way-in <socket>: where runs tell"),
+            (Some(socket), Some(agent)) => {
+                if !is_agent_id(agent) {
+                    return refuse(format!(
+                        "--as `{agent}` is not an agent id ([A-Za-z0-9][A-Za-z0-9._-]{{0,63}})"
+                    ));
+                }
+                let keyring = match &self.keyring {
+                    Some(dir) => dir.clone(),
+                    None => default_keyring()?,
+                };
+                Some(WayIn {
+                    socket: socket.clone(),
+                    agent: agent.clone(),
+                    keyring,
+                })
+            }
+        };
+        Ok(Some(Background {
+            state,
+            max_running,
+            timeout,
+            output,
+            keep,
+            hops,
+            way_in,
+        }))
+    }
+}
+
+fn canonical_folder(path: &Path, flag: &str) -> Result<PathBuf, Refusal> {
+    let canonical = match path.canonicalize() {
+        Ok(p) => p,
+        Err(e) => return refuse(format!("{flag} {}: {e}", path.display())),
+    };
+    if !canonical.is_dir() {
+        return refuse(format!("{flag} {} is not a folder", path.display()));
+    }
+    Ok(canonical)
+}
+
+/// The state folder as an absolute path with its existing part resolved, so that a state folder
+/// that does not exist yet can still be compared with `--files`.
+fn absolute_state(state: &Path) -> Result<PathBuf, Refusal> {
+    let absolute = match std::path::absolute(state) {
+        Ok(p) => p,
+        Err(e) => return refuse(format!("--state {}: {e}", state.display())),
+    };
+    let mut existing = absolute.as_path();
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    loop {
+        if let Ok(canonical) = existing.canonicalize() {
+            if !canonical.is_dir() {
+                return refuse(format!("--state {} is not a folder", state.display()));
+            }
+            let mut out = canonical;
+            for part in rest.iter().rev() {
+                if *part == ".." {
+                    return refuse(format!("--state {} holds `..`", state.display()));
+                }
+                out.push(part);
+            }
+            return Ok(out);
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                existing = parent;
+            }
+            _ => return refuse(format!("--state {}: no such folder", state.display())),
+        }
+    }
+}
+
+/// Agent ids: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`.
+fn is_agent_id(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Link's keyring: `$LNK_KEYRING`, else `$XDG_CONFIG_HOME/lnk/keyring`, else
+/// `~/.config/lnk/keyring`.
+fn default_keyring() -> Result<PathBuf, Refusal> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = non_empty("LNK_KEYRING") {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = non_empty("XDG_CONFIG_HOME") {
+        return Ok(PathBuf::from(dir).join("lnk/keyring"));
+    }
+    if let Some(home) = non_empty("HOME") {
+        return Ok(PathBuf::from(home).join(".config/lnk/keyring"));
+    }
+    refuse("--keyring is not given and neither LNK_KEYRING, XDG_CONFIG_HOME nor HOME is set")
+}

@@ -1,0 +1,56 @@
+//! What `serve` was started with, checked: the limits and grants every call runs under.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The checked configuration of one `serve`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The files folder, canonical.
+    pub files: PathBuf,
+    /// Where allowed programs are looked up, `:`-separated, in order.
+    pub programs_path: OsString,
+    /// A call's time limit.
+    pub timeout: Duration,
+    /// Output kept per stream: half as the head, half as the tail.
+    pub output: u64,
+    /// The allowed program names, in the order given, without repeats.
+    pub programs: Vec<String>,
+    /// Variables passed through `/usr/bin/env`.
+    pub vars: Vec<(String, String)>,
+    /// Background runs, when `--state` is given.
+    pub background: Option<Background>,
+    /// The sandbox prefix.
+    pub sandbox: Vec<OsString>,
+}
+
+/// The background half's settings (`--state` and the flags that come with it).
+#[derive(Debug, Clone)]
+pub struct Background {
+    /// The state folder (absolute; it may not exist yet).
+    pub state: PathBuf,
+    /// How many runs may run at once.
+    pub max_running: u32,
+    /// A run's time limit.
+    pub timeout: Duration,
+    /// The output file's cap.
+    pub output: u64,
+    /// How long an ended run is kept.
+    pub keep: Duration,
+    /// Calls at or above this many hops may not start runs.
+    pub hops: u32,
+    /// Where and as whom runs tell their end.
+    pub way_in: Option<WayIn>,
+}
+
+/// The way in: the bridge's socket, the agent and its keyring.
+#[derive(Debug, Clone)]
+pub struct WayIn {
+    /// The bridge's Unix stream socket.
+    pub socket: PathBuf,
+    /// The agent id whose key signs.
+    pub agent: String,
+    /// The keyring folder.
+    pub keyring: PathBuf,
+}

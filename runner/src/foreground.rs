@@ -1,0 +1,123 @@
+//! The `command` tool: checks a call, runs it on a thread of its own, and answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::call::{self, CallSpec, Ended};
+use crate::protocol::{self, Era, RpcError};
+use crate::server::Server;
+use crate::{program, render, spawn, tools, workdir};
+
+/// Checks a `command` call and starts it; refusals are answered at once with `isError`.
+pub fn start(
+    server: &Arc<Server>,
+    id: Value,
+    era: Era,
+    arguments: &Map<String, Value>,
+    progress: Option<Value>,
+) {
+    let spec = match prepare(server, arguments) {
+        Ok(spec) => spec,
+        Err(message) => return refuse(server, &id, &era, &message),
+    };
+    let Some(control) = server.call_started(&id) else {
+        let err = RpcError::new(
+            id,
+            protocol::INVALID_REQUEST,
+            "this request id is already in flight, or the server is shutting down",
+        );
+        return server.writer.send(&err.to_message());
+    };
+    let thread_server = Arc::clone(server);
+    let thread_id = id.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("call {id}"))
+        .spawn(move || {
+            run(&thread_server, &thread_id, &era, spec, &control, progress);
+            thread_server.call_ended(&thread_id);
+        });
+    if let Err(err) = spawned {
+        server.call_ended(&id);
+        let err = RpcError::new(
+            id,
+            protocol::INTERNAL_ERROR,
+            format!("no thread for the call: {err}"),
+        );
+        server.writer.send(&err.to_message());
+    }
+}
+
+/// Turns the arguments into what to run, or a refusal that says what to do instead.
+fn prepare(server: &Server, arguments: &Map<String, Value>) -> Result<CallSpec, String> {
+    let config = &server.config;
+    let args = tools::command_args(arguments)?;
+    let program = program::resolve(&args.program, &config.programs, &config.programs_path)
+        .map_err(|e| e.to_string())?;
+    let cwd = workdir::resolve(&config.files, &args.dir).map_err(|e| e.to_string())?;
+    Ok(CallSpec {
+        argv: spawn::call_argv(&config.sandbox, &config.vars, &program, &args.args),
+        cwd,
+        input: args.input.map(String::into_bytes),
+        timeout: config.timeout,
+        output: config.output,
+    })
+}
+
+fn run(
+    server: &Server,
+    id: &Value,
+    era: &Era,
+    spec: CallSpec,
+    control: &call::CallControl,
+    progress: Option<Value>,
+) {
+    let timeout = spec.timeout;
+    let mut report = |elapsed: Duration, bytes: u64| {
+        let Some(token) = &progress else { return };
+        let seconds = elapsed.as_secs();
+        let mut params = json!({"progressToken": token, "progress": seconds});
+        if era.has_progress_message() {
+            params["message"] = json!(format!("{seconds} s, {bytes} bytes of output"));
+        }
+        server.writer.send(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": params,
+        }));
+    };
+    let progress_fn: Option<&mut dyn FnMut(Duration, u64)> = Some(&mut report);
+    match call::run(spec, control, progress_fn) {
+        Ok(Ended::Cancelled) => {
+            tracing::debug!(%id, "call cancelled; no answer is sent");
+        }
+        Ok(Ended::Finished(outcome)) => {
+            let mut result = json!({
+                "content": [{"type": "text", "text": render::text(&outcome, timeout)}],
+                "isError": false,
+            });
+            if era.has_structured_output() {
+                result["structuredContent"] = render::structured(&outcome);
+            }
+            if !control.is_cancelled() {
+                server.answer(id, era, result);
+            }
+        }
+        Err(err) => {
+            let message = format!(
+                "the sandbox could not be started ({err}); this is the server's setup, not the \
+                 call: tell the person who runs this server"
+            );
+            refuse(server, id, era, &message);
+        }
+    }
+}
+
+fn refuse(server: &Server, id: &Value, era: &Era, message: &str) {
+    let result = json!({
+        "content": [{"type": "text", "text": message}],
+        "isError": true,
+    });
+    server.answer(id, era, result);
+}

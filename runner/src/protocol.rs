@@ -1,0 +1,247 @@
+//! JSON-RPC 2.0 messages as MCP sends them over stdio, one per line, and the MCP revisions
+//! this server speaks.
+
+use serde_json::{Map, Value, json};
+
+/// Invalid JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// Not a valid JSON-RPC request.
+pub const INVALID_REQUEST: i64 = -32600;
+/// No such method.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// Bad parameters, or an unknown tool.
+pub const INVALID_PARAMS: i64 = -32602;
+/// The server failed.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The request's protocol version is not served (2026-07-28).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// The stateless revision, served per request.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// The revisions reachable through the `initialize` handshake, oldest first.
+pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The handshake revision answered when the client asks for one this server does not know.
+pub const LATEST_HANDSHAKE_VERSION: &str = "2025-11-25";
+
+/// `_meta` key of a 2026-07-28 request: its protocol version.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of a 2026-07-28 request: the client's capabilities.
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key of a 2026-07-28 result: who answered.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The revision a request is served at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Era {
+    /// A handshake revision (one of [`HANDSHAKE_VERSIONS`]).
+    Handshake(&'static str),
+    /// The stateless 2026-07-28 revision.
+    Modern,
+}
+
+impl Era {
+    /// Whether tools have `outputSchema` and results `structuredContent` (from 2025-06-18).
+    pub fn has_structured_output(&self) -> bool {
+        match self {
+            Era::Modern => true,
+            Era::Handshake(v) => *v >= "2025-06-18",
+        }
+    }
+
+    /// Whether progress notifications may carry a `message` (from 2025-03-26).
+    pub fn has_progress_message(&self) -> bool {
+        match self {
+            Era::Modern => true,
+            Era::Handshake(v) => *v >= "2025-03-26",
+        }
+    }
+}
+
+/// The handshake revision to answer `initialize` with: the client's when this server speaks
+/// it, else the latest.
+pub fn negotiate(requested: Option<&str>) -> &'static str {
+    HANDSHAKE_VERSIONS
+        .iter()
+        .find(|v| Some(**v) == requested)
+        .copied()
+        .unwrap_or(LATEST_HANDSHAKE_VERSION)
+}
+
+/// A message from the client.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A request: it gets exactly one answer (unless cancelled).
+    Request {
+        /// Its id, a string or a number.
+        id: Value,
+        /// The method.
+        method: String,
+        /// Its params (an empty object when absent).
+        params: Map<String, Value>,
+    },
+    /// A notification: no answer.
+    Notification {
+        /// The method.
+        method: String,
+        /// Its params (an empty object when absent).
+        params: Map<String, Value>,
+    },
+    /// A response to something; this server sends no requests, so it is ignored.
+    Response,
+}
+
+/// A JSON-RPC error to send back.
+#[derive(Debug, Clone)]
+pub struct RpcError {
+    /// The id of the request it answers (null when it could not be read).
+    pub id: Value,
+    /// The error code.
+    pub code: i64,
+    /// What went wrong.
+    pub message: String,
+    /// More, for the client to act on.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error for request `id`.
+    pub fn new(id: Value, code: i64, message: impl Into<String>) -> Self {
+        Self {
+            id,
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The JSON-RPC line for it.
+    pub fn to_message(&self) -> Value {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            error["data"] = data.clone();
+        }
+        json!({"jsonrpc": "2.0", "id": self.id, "error": error})
+    }
+}
+
+/// Reads one line into a message.
+pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|e| RpcError::new(Value::Null, PARSE_ERROR, format!("not JSON: {e}")))?;
+    let Value::Object(mut message) = value else {
+        let what = if value.is_array() {
+            "batches are not supported; send one JSON-RPC object per line"
+        } else {
+            "a JSON-RPC message is a JSON object"
+        };
+        return Err(RpcError::new(Value::Null, INVALID_REQUEST, what));
+    };
+    let id = message.remove("id");
+    if let Some(id) = &id
+        && !(id.is_string() || id.is_number())
+    {
+        return Err(RpcError::new(
+            Value::Null,
+            INVALID_REQUEST,
+            "a request id is a string or a number",
+        ));
+    }
+    let id_or_null = id.clone().unwrap_or(Value::Null);
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(RpcError::new(
+            id_or_null,
+            INVALID_REQUEST,
+            "`jsonrpc` must be \"2.0\"",
+        ));
+    }
+    let method = match message.remove("method") {
+        Some(Value::String(method)) => method,
+        Some(_) => {
+            return Err(RpcError::new(
+                id_or_null,
+                INVALID_REQUEST,
+                "`method` must be a string",
+            ));
+        }
+        None if message.contains_key("result") || message.contains_key("error") => {
+            return Ok(Incoming::Response);
+        }
+        None => return Err(RpcError::new(id_or_null, INVALID_REQUEST, "no `method`")),
+    };
+    let params = match message.remove("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(params)) => params,
+        Some(_) => {
+            return Err(RpcError::new(
+                id_or_null,
+                INVALID_PARAMS,
+                "`params` must be an object",
+            ));
+        }
+    };
+    Ok(match id {
+        Some(id) => Incoming::Request { id, method, params },
+        None => Incoming::Notification { method, params },
+    })
+}
+
+/// A result line for request `id`.
+pub fn result_message(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiates_handshake_versions() {
+        assert_eq!(negotiate(Some("2024-11-05")), "2024-11-05");
+        assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
+        assert_eq!(negotiate(Some("2026-07-28")), "2025-11-25");
+        assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
+        assert_eq!(negotiate(None), "2025-11-25");
+    }
+
+    #[test]
+    fn structured_output_starts_with_2025_06_18() {
+        assert!(!Era::Handshake("2024-11-05").has_structured_output());
+        assert!(!Era::Handshake("2025-03-26").has_structured_output());
+        assert!(Era::Handshake("2025-06-18").has_structured_output());
+        assert!(Era::Modern.has_structured_output());
+    }
+
+    #[test]
+    fn reads_requests_notifications_and_refuses_the_rest() {
+        let request = parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+        assert!(matches!(request, Ok(Incoming::Request { ref method, .. }) if method == "ping"));
+        let note = parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert!(matches!(note, Ok(Incoming::Notification { .. })));
+        assert!(matches!(
+            parse(b"nope"),
+            Err(RpcError {
+                code: PARSE_ERROR,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(b"[1]"),
+            Err(RpcError {
+                code: INVALID_REQUEST,
+                ..
+            })
+        ));
+        let null_id = parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#);
+        assert!(matches!(
+            null_id,
+            Err(RpcError {
+                code: INVALID_REQUEST,
+                ..
+            })
+        ));
+        let bad_params = parse(br#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#);
+        assert!(
+            matches!(bad_params, Err(RpcError { code: INVALID_PARAMS, ref id, .. }) if id == "a")
+        );
+    }
+}

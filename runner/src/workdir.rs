@@ -1,0 +1,95 @@
+//! A call's working folder: `dir`, relative to the files folder, which it may not leave.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Why a `dir` is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DirRefusal {
+    /// An absolute path.
+    #[error("`dir` must be relative to the files folder, not absolute: `{0}`")]
+    Absolute(String),
+    /// A `..` component.
+    #[error("`dir` may not hold `..`: `{0}`; give a folder inside the files folder")]
+    Parent(String),
+    /// Not there, or not reachable.
+    #[error("there is no folder `{dir}` in the files folder ({cause})")]
+    Missing {
+        /// The `dir` asked for.
+        dir: String,
+        /// What failed.
+        cause: std::io::Error,
+    },
+    /// It leads outside the files folder (through a symbolic link).
+    #[error("`dir` `{0}` leads outside the files folder (through a symbolic link)")]
+    Outside(String),
+    /// Not a folder.
+    #[error("`dir` `{0}` is not a folder")]
+    NotAFolder(String),
+}
+
+/// The canonical working folder for `dir` inside `files` (itself canonical).
+pub fn resolve(files: &Path, dir: &str) -> Result<PathBuf, DirRefusal> {
+    let relative = Path::new(dir);
+    if relative.is_absolute() {
+        return Err(DirRefusal::Absolute(dir.to_owned()));
+    }
+    if relative.components().any(|c| c == Component::ParentDir) {
+        return Err(DirRefusal::Parent(dir.to_owned()));
+    }
+    let canonical = files
+        .join(relative)
+        .canonicalize()
+        .map_err(|cause| DirRefusal::Missing {
+            dir: dir.to_owned(),
+            cause,
+        })?;
+    if !canonical.starts_with(files) {
+        return Err(DirRefusal::Outside(dir.to_owned()));
+    }
+    if !canonical.is_dir() {
+        return Err(DirRefusal::NotAFolder(dir.to_owned()));
+    }
+    Ok(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn confines_dir_to_the_files_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let files = root.path().join("files");
+        std::fs::create_dir_all(files.join("sub")).unwrap();
+        std::fs::write(files.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(root.path(), files.join("out")).unwrap();
+        std::os::unix::fs::symlink(files.join("sub"), files.join("in")).unwrap();
+        let files = files.canonicalize().unwrap();
+
+        assert_eq!(resolve(&files, ".").unwrap(), files);
+        assert_eq!(resolve(&files, "").unwrap(), files);
+        assert_eq!(resolve(&files, "sub").unwrap(), files.join("sub"));
+        assert_eq!(resolve(&files, "in").unwrap(), files.join("sub"));
+        assert!(matches!(
+            resolve(&files, "/tmp"),
+            Err(DirRefusal::Absolute(_))
+        ));
+        assert!(matches!(
+            resolve(&files, "sub/../.."),
+            Err(DirRefusal::Parent(_))
+        ));
+        assert!(matches!(
+            resolve(&files, "out"),
+            Err(DirRefusal::Outside(_))
+        ));
+        assert!(matches!(
+            resolve(&files, "file"),
+            Err(DirRefusal::NotAFolder(_))
+        ));
+        assert!(matches!(
+            resolve(&files, "nope"),
+            Err(DirRefusal::Missing { .. })
+        ));
+    }
+}
