@@ -17,7 +17,7 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open};
 
 use crate::capture::HeadTail;
-use crate::spawn;
+use crate::{group, spawn};
 
 /// How long after the sandbox process exits the processes it left in its group may go on
 /// before they are killed, and the longest the answer waits for pipes they hold.
@@ -181,10 +181,9 @@ pub fn run(
             let _ = kill_process_group(group, Signal::KILL);
         }
         if let Some((_, at)) = exited {
-            // The leader is reaped, so the group's id stays ours only while members hold it;
-            // `ESRCH` means none is left.
+            // The leader is reaped, so the group's id stays ours only while members hold it.
             if !group_empty {
-                group_empty = rustix::process::test_kill_process_group(group).is_err();
+                group_empty = !group::has_running_members(group);
             }
             if group_empty && call.pipes_closed() {
                 break;

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 mod foreground;
+pub mod group;
 pub mod lines;
 pub mod program;
 pub mod protocol;
