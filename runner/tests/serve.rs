@@ -1,0 +1,63 @@
+//! The runner's own quick checks of its binary; the full end-to-end suite is in `tests/`.
+//! (Having an integration test here also makes `cargo test` build `lnk-link-run` for it.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+#[test]
+fn answers_a_handshake_and_exits_zero_when_stdin_ends() {
+    let files = tempfile::tempdir().unwrap();
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+        "\n"
+    );
+    Command::cargo_bin("lnk-link-run")
+        .unwrap()
+        .args(["serve", "--files"])
+        .arg(files.path())
+        .args([
+            "--programs-path",
+            "/bin",
+            "--timeout",
+            "5s",
+            "--output",
+            "1KiB",
+        ])
+        .args(["--program", "true", "--", "env"])
+        .write_stdin(input)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            r#""protocolVersion":"2024-11-05""#,
+        ))
+        .stdout(predicate::str::contains(
+            r#"{"id":2,"jsonrpc":"2.0","result":{}}"#,
+        ));
+}
+
+#[test]
+fn refuses_to_start_without_a_sandbox_in_one_line() {
+    let files = tempfile::tempdir().unwrap();
+    let assert = Command::cargo_bin("lnk-link-run")
+        .unwrap()
+        .args(["serve", "--files"])
+        .arg(files.path())
+        .args([
+            "--programs-path",
+            "/bin",
+            "--timeout",
+            "5s",
+            "--output",
+            "1KiB",
+        ])
+        .args(["--program", "true"])
+        .assert()
+        .failure()
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("a sandbox is required"));
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
