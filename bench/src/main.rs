@@ -1,0 +1,2 @@
+//! Link Run's benchmarks.
+fn main() {}
