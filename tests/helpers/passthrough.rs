@@ -13,6 +13,9 @@ fn main() -> ExitCode {
         return ExitCode::from(127);
     };
     let err = Command::new(&program).args(args).exec();
-    eprintln!("lnk-test-passthrough: cannot run {}: {err}", program.to_string_lossy());
+    eprintln!(
+        "lnk-test-passthrough: cannot run {}: {err}",
+        program.to_string_lossy()
+    );
     ExitCode::from(127)
 }

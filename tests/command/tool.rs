@@ -1,0 +1,394 @@
+//! The `command` tool: its description and schemas, the allow-list resolved on
+//! `--programs-path`, `dir` confined to `--files`, `input` on stdin, `--var` through
+//! `/usr/bin/env`, the text and the structured value, and `isError` only for refusals.
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::sandbox::{Sandbox, both_sandboxes, path_str};
+use crate::serve::{Setup, is_error, ran, text};
+
+both_sandboxes!(
+    describes_programs_and_limits,
+    reports_exit_streams_and_figures,
+    reports_a_signal,
+    refuses_programs_not_allowed,
+    refuses_bad_arguments,
+    resolves_programs_on_path_in_order,
+    runs_in_dir_inside_files,
+    refuses_dir_outside_files,
+    input_goes_to_stdin,
+    stdin_is_empty_without_input,
+    var_reaches_the_program,
+);
+
+fn describes_programs_and_limits(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let programs = ["echo", "sh", "lnk-test-write"];
+    let mut serve = setup
+        .serve()
+        .programs(&programs)
+        .timeout("37s")
+        .output("3KiB")
+        .start();
+    let list = serve.result("tools/list", json!({}));
+    let tool = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "command")
+        .unwrap_or_else(|| panic!("no command tool: {list}"))
+        .clone();
+    let description = tool["description"].as_str().unwrap_or_default();
+    for program in programs {
+        assert!(description.contains(program), "{program}: {description}");
+    }
+    assert!(description.contains("37"), "the timeout: {description}");
+    assert!(
+        // The limit, or the half of it that each end of a stream keeps.
+        ["3KiB", "3 KiB", "3072", "1536"]
+            .iter()
+            .any(|o| description.contains(o)),
+        "the output limit: {description}"
+    );
+    let input = &tool["inputSchema"];
+    assert_eq!(input["type"], "object", "{tool}");
+    let mut allowed: Vec<&str> = input["properties"]["program"]["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("program is not an enum: {tool}"))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    allowed.sort_unstable();
+    let mut expected = programs.to_vec();
+    expected.sort_unstable();
+    assert_eq!(allowed, expected, "{tool}");
+    assert!(
+        input["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("program"))),
+        "{tool}"
+    );
+    for name in ["args", "dir", "input"] {
+        assert!(input["properties"][name].is_object(), "{name}: {tool}");
+    }
+    let output = &tool["outputSchema"]["properties"];
+    for name in [
+        "exit_code",
+        "signal",
+        "timed_out",
+        "stdout_bytes",
+        "stderr_bytes",
+        "elapsed_ms",
+        "leftovers_killed",
+    ] {
+        assert!(output[name].is_object(), "{name}: {tool}");
+    }
+}
+
+fn reports_exit_streams_and_figures(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let result = serve.call(json!({
+        "program": "sh",
+        "args": ["-c", "echo out-text; echo err-text >&2; exit 3"],
+    }));
+    // A program that ran and failed is not a refusal.
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 3, "{result}");
+    assert_eq!(value["signal"], Value::Null, "{result}");
+    assert_eq!(value["timed_out"], false, "{result}");
+    assert_eq!(value["stdout_bytes"], 9, "{result}");
+    assert_eq!(value["stderr_bytes"], 9, "{result}");
+    assert!(value["elapsed_ms"].is_u64(), "{result}");
+    assert_eq!(value["leftovers_killed"], false, "{result}");
+    let text = text(&result);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.contains('3'), "the first line says the exit: {text}");
+    for needle in ["out-text", "err-text", "stdout", "stderr"] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    assert!(!text.contains("left out"), "{text}");
+    // The text holds each stream once.
+    assert_eq!(text.matches("out-text").count(), 1, "{text}");
+
+    let result = serve.call(json!({"program": "true"}));
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 0, "{result}");
+    assert_eq!(value["stdout_bytes"], 0, "{result}");
+}
+
+fn reports_a_signal(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let result = serve.call(json!({"program": "sh", "args": ["-c", "kill -9 $$"]}));
+    let value = ran(&result);
+    assert_eq!(value["timed_out"], false, "{result}");
+    match sandbox {
+        Sandbox::Passthrough => {
+            assert_eq!(value["signal"], 9, "{result}");
+            assert_eq!(value["exit_code"], Value::Null, "{result}");
+        }
+        // bwrap reports a signalled child as its own exit code 128 + signal.
+        Sandbox::Bwrap => assert!(
+            value["signal"] == 9 || value["exit_code"] == 137,
+            "{result}"
+        ),
+    }
+}
+
+/// Checks that a call was refused with a text, and returns the text.
+fn refused(result: &Value) -> String {
+    assert!(is_error(result), "expected a refusal: {result}");
+    let text = text(result);
+    assert!(!text.trim().is_empty(), "a refusal says why: {result}");
+    text
+}
+
+fn refuses_programs_not_allowed(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup
+        .serve()
+        .programs(&["echo", "sh", "lnk-no-such-program"])
+        .start();
+    let marker = setup.files.join("touched");
+    let marker = path_str(&marker);
+    for program in [
+        "touch",
+        "/usr/bin/touch",
+        "./touch",
+        "bin/echo",
+        "/bin/echo",
+        "..",
+        "",
+    ] {
+        let result = serve.call(json!({"program": program, "args": [&marker]}));
+        let text = refused(&result);
+        assert!(
+            text.contains("echo") && text.contains("sh"),
+            "{program:?}: the refusal lists what may be run: {text}"
+        );
+    }
+    // Allowed, but on no folder of --programs-path.
+    let result = serve.call(json!({"program": "lnk-no-such-program"}));
+    refused(&result);
+    assert!(!Path::new(&marker).exists(), "a refused program ran");
+    // Still serving.
+    let result = serve.call(json!({"program": "echo", "args": ["fine"]}));
+    assert!(text(&result).contains("fine"), "{result}");
+}
+
+fn refuses_bad_arguments(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let marker = path_str(&setup.files.join("touched"));
+    for arguments in [
+        json!({}),
+        json!({"program": 7}),
+        json!({"program": ["touch"]}),
+        json!({"program": "touch", "args": &marker}),
+        json!({"program": "touch", "args": [&marker, 1]}),
+        json!({"program": "touch", "args": [&marker], "dir": 5}),
+        json!({"program": "touch", "args": [&marker], "input": {"text": "x"}}),
+    ] {
+        let result = serve.call(arguments.clone());
+        refused(&result);
+        assert!(!Path::new(&marker).exists(), "ran despite {arguments}");
+    }
+    let result = serve.call(json!({"program": "echo", "args": ["fine"]}));
+    assert!(text(&result).contains("fine"), "{result}");
+}
+
+/// Writes an executable `/bin/sh` script.
+fn script(path: &Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn resolves_programs_on_path_in_order(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let dirs: Vec<_> = (1..=4).map(|i| setup.path(&format!("bin{i}"))).collect();
+    for dir in &dirs {
+        std::fs::create_dir(dir).unwrap();
+    }
+    // bin1: a folder of that name; bin2: a file that is not executable; bin3: the one to run;
+    // bin4: another one, later on the path.
+    std::fs::create_dir(dirs[0].join("lnk-which")).unwrap();
+    std::fs::write(dirs[1].join("lnk-which"), "#!/bin/sh\necho two\n").unwrap();
+    std::fs::set_permissions(
+        dirs[1].join("lnk-which"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    script(&dirs[2].join("lnk-which"), "echo three");
+    script(&dirs[3].join("lnk-which"), "echo four");
+    let path = dirs
+        .iter()
+        .map(|d| path_str(d))
+        .collect::<Vec<_>>()
+        .join(":");
+    let mut serve = setup
+        .serve()
+        .programs_path(&path)
+        .programs(&["lnk-which"])
+        .start();
+    let result = serve.call(json!({"program": "lnk-which"}));
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 0, "{result}");
+    let text = text(&result);
+    assert!(text.contains("three"), "{text}");
+    assert!(!text.contains("two") && !text.contains("four"), "{text}");
+}
+
+/// The working folder `pwd` reports for a call with this `dir`.
+fn pwd_in(serve: &mut crate::serve::Serve, dir: Option<&str>) -> String {
+    let mut arguments = json!({"program": "pwd"});
+    if let Some(dir) = dir {
+        arguments["dir"] = json!(dir);
+    }
+    let result = serve.call(arguments);
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 0, "{dir:?}: {result}");
+    text(&result)
+}
+
+fn runs_in_dir_inside_files(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let files = &setup.files;
+    std::fs::create_dir_all(files.join("sub/deeper")).unwrap();
+    symlink("sub", files.join("inlink")).unwrap();
+    let mut serve = setup.serve().start();
+    let top = path_str(files);
+    let sub = path_str(&files.join("sub"));
+    let deeper = path_str(&files.join("sub/deeper"));
+    // Each answer holds the folder on a line of its own (followed by the end of the text or a
+    // newline), so `files` is not mistaken for `files/sub`.
+    let has_line = |text: &str, want: &str| text.lines().any(|l| l.trim_end() == want);
+    for (dir, want) in [
+        (None, &top),
+        (Some("."), &top),
+        (Some("sub"), &sub),
+        (Some("sub/deeper"), &deeper),
+        (Some("sub/deeper/"), &deeper),
+        (Some("inlink"), &sub),
+    ] {
+        let text = pwd_in(&mut serve, dir);
+        assert!(has_line(&text, want), "dir {dir:?}: want {want}: {text}");
+    }
+}
+
+fn refuses_dir_outside_files(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let files = &setup.files;
+    std::fs::create_dir(files.join("sub")).unwrap();
+    std::fs::create_dir(setup.path("outside")).unwrap();
+    std::fs::write(files.join("afile"), "a file").unwrap();
+    symlink(setup.path("outside"), files.join("out")).unwrap();
+    symlink("../outside", files.join("sub/relout")).unwrap();
+    symlink(setup.path("nowhere"), files.join("dangling")).unwrap();
+    let mut serve = setup.serve().start();
+    let absolute_inside = path_str(&files.join("sub"));
+    for dir in [
+        "..",
+        "../",
+        "../files",
+        "sub/../..",
+        "sub/../../outside",
+        "/",
+        "/tmp",
+        &absolute_inside,
+        "out",
+        "sub/relout",
+        "dangling",
+        "afile",
+        "missing",
+    ] {
+        // Relative `touch`: had it run, it would leave `touched` in its working folder.
+        let result = serve.call(json!({"program": "touch", "args": ["touched"], "dir": dir}));
+        refused(&result);
+    }
+    for place in [
+        setup.root.path(),
+        files,
+        &files.join("sub"),
+        &setup.path("outside"),
+    ] {
+        assert!(
+            !place.join("touched").exists(),
+            "a refused call ran in {place:?}"
+        );
+    }
+    let result = serve.call(json!({"program": "touch", "args": ["touched"], "dir": "sub"}));
+    assert_eq!(ran(&result)["exit_code"], 0, "{result}");
+    assert!(files.join("sub/touched").exists());
+}
+
+fn input_goes_to_stdin(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let input = "line one\nline two, héllo\n";
+    let result = serve.call(json!({"program": "cat", "input": input}));
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 0, "{result}");
+    assert_eq!(value["stdout_bytes"], input.len(), "{result}");
+    let text = text(&result);
+    assert!(text.contains("line one\nline two, héllo"), "{text}");
+    // Input larger than a pipe's buffer arrives whole too.
+    let big = "0123456789abcdef".repeat(64 * 1024);
+    let result = serve.call(json!({"program": "cat", "input": big}));
+    assert_eq!(ran(&result)["stdout_bytes"], big.len(), "{result}");
+}
+
+fn stdin_is_empty_without_input(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("20s").start();
+    let started = std::time::Instant::now();
+    let result = serve.call(json!({"program": "cat"}));
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 0, "{result}");
+    assert_eq!(value["stdout_bytes"], 0, "{result}");
+    assert_eq!(value["timed_out"], false, "{result}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "cat waited for input: {result}"
+    );
+    let result = serve.call(json!({
+        "program": "sh",
+        "args": ["-c", "if read line; then echo \"got[$line]\"; else echo eof; fi"],
+    }));
+    assert!(text(&result).contains("eof"), "{result}");
+}
+
+fn var_reaches_the_program(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup
+        .serve()
+        .var("LNK_TEST_A=alpha")
+        .var("LNK_TEST_B=two words")
+        .var("LNK_TEST_C=a=b")
+        .var("LNK_TEST_EMPTY=")
+        .start();
+    let result = serve.call(json!({"program": "env"}));
+    assert_eq!(ran(&result)["exit_code"], 0, "{result}");
+    let text_env = text(&result);
+    for line in [
+        "LNK_TEST_A=alpha",
+        "LNK_TEST_B=two words",
+        "LNK_TEST_C=a=b",
+        "LNK_TEST_EMPTY=",
+    ] {
+        assert!(
+            text_env.lines().any(|l| l.trim_end() == line),
+            "{line}: {text_env}"
+        );
+    }
+    let result = serve.call(json!({
+        "program": "sh",
+        "args": ["-c", "printf '[%s][%s]\\n' \"$LNK_TEST_B\" \"$LNK_TEST_C\""],
+    }));
+    assert!(text(&result).contains("[two words][a=b]"), "{result}");
+    // The program's own arguments still come after the assignments.
+    let result = serve.call(json!({"program": "echo", "args": ["LNK_NOT_A_VAR=1", "x"]}));
+    assert!(text(&result).contains("LNK_NOT_A_VAR=1 x"), "{result}");
+}
