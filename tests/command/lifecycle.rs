@@ -84,33 +84,49 @@ fn progress_is_sent_while_a_call_runs(sandbox: Sandbox) {
 
 fn cancellation_kills_the_group_and_sends_no_answer(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
-    let mut serve = setup.serve().timeout("60s").start();
-    let mark = marker();
-    let id = serve.send_call(
-        json!({"program": "lnk-test-procs", "args": ["tree", &mark, "60"]}),
-        None,
-    );
-    wait_for_role(&mark, "linger", Duration::from_secs(10));
-    serve.send(&json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": {"requestId": id, "reason": "the test cancels it"},
-    }));
-    wait_gone(&mark, Duration::from_secs(5));
+    // Both eras at once, on two servers.
+    let mut legacy = setup.serve().timeout("60s").start();
+    let mut modern = setup.serve().timeout("60s").era(Era::Modern).start();
+    let mut calls = Vec::new();
+    for serve in [&mut legacy, &mut modern] {
+        let mark = marker();
+        let id = serve.send_call(
+            json!({"program": "lnk-test-procs", "args": ["tree", &mark, "60"]}),
+            None,
+        );
+        calls.push((serve, mark, id));
+    }
+    for (serve, mark, id) in &mut calls {
+        wait_for_role(mark, "linger", Duration::from_secs(10));
+        serve.send(&json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": *id, "reason": "the test cancels it"},
+        }));
+    }
+    for (_, mark, _) in &calls {
+        wait_gone(mark, Duration::from_secs(5));
+    }
     // A later call is answered; by its end (over a second) an answer to the cancelled call
     // would have been written.
-    let result = serve.call(json!({"program": "sleep", "args": ["1.2"]}));
-    assert_eq!(ran(&result)["exit_code"], 0, "{result}");
-    let answered: Vec<Value> = serve
-        .inbox()
-        .iter()
-        .filter(|m| m["id"] == id)
-        .cloned()
+    let later: Vec<i64> = calls
+        .iter_mut()
+        .map(|(serve, _, _)| serve.send_call(json!({"program": "sleep", "args": ["1.2"]}), None))
         .collect();
-    assert!(
-        answered.is_empty(),
-        "the cancelled call was answered: {answered:?}"
-    );
+    for ((serve, _, id), later) in calls.iter_mut().zip(later) {
+        let result = serve.call_result(later, ANSWER);
+        assert_eq!(ran(&result)["exit_code"], 0, "{result}");
+        let answered: Vec<Value> = serve
+            .inbox()
+            .iter()
+            .filter(|m| m["id"] == *id)
+            .cloned()
+            .collect();
+        assert!(
+            answered.is_empty(),
+            "the cancelled call was answered: {answered:?}"
+        );
+    }
 }
 
 fn calls_run_at_once(sandbox: Sandbox) {

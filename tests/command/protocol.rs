@@ -238,6 +238,20 @@ fn stdout_carries_protocol_only(sandbox: Sandbox) {
         json!({"program": "lnk-test-write", "args": ["1", "300000", "0a", "2", "300000", "0a"]}),
     );
     assert_eq!(structured(&result)["stdout_bytes"], 300_000, "{result}");
+    // Large answers written at once by many calls arrive whole, one per line.
+    let ids: Vec<i64> = (0..8)
+        .map(|i| {
+            let unit = format!("{:02x}", b'a' + i);
+            serve.send_call(
+                json!({"program": "lnk-test-write", "args": ["1", "1000000", unit, "2", "1000000", "0a"]}),
+                None,
+            )
+        })
+        .collect();
+    for id in ids {
+        let result = serve.call_result(id, crate::serve::ANSWER);
+        assert_eq!(structured(&result)["stdout_bytes"], 1_000_000, "{result}");
+    }
     // Everything written so far has been read once the ping's answer is.
     ok(&serve.request("ping", json!({})));
     serve.check_stdout();

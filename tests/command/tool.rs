@@ -17,6 +17,7 @@ both_sandboxes!(
     refuses_bad_arguments,
     resolves_programs_on_path_in_order,
     runs_in_dir_inside_files,
+    files_folder_is_resolved_once,
     refuses_dir_outside_files,
     input_goes_to_stdin,
     stdin_is_empty_without_input,
@@ -108,6 +109,13 @@ fn reports_exit_streams_and_figures(sandbox: Sandbox) {
     assert!(first.contains('3'), "the first line says the exit: {text}");
     for needle in ["out-text", "err-text", "stdout", "stderr"] {
         assert!(text.contains(needle), "{needle}: {text}");
+    }
+    // Each stream has a header line with its name and byte count.
+    for name in ["stdout", "stderr"] {
+        assert!(
+            text.lines().any(|l| l.contains(name) && l.contains('9')),
+            "{name}'s header: {text}"
+        );
     }
     assert!(!text.contains("left out"), "{text}");
     // The text holds each stream once.
@@ -276,6 +284,24 @@ fn runs_in_dir_inside_files(sandbox: Sandbox) {
         let text = pwd_in(&mut serve, dir);
         assert!(has_line(&text, want), "dir {dir:?}: want {want}: {text}");
     }
+}
+
+fn files_folder_is_resolved_once(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let other = setup.path("other");
+    std::fs::create_dir(&other).unwrap();
+    let link = setup.path("link");
+    symlink(&setup.files, &link).unwrap();
+    let mut serve = setup.serve().files_flag(&link).start();
+    let want = path_str(&setup.files);
+    let has_line = |text: &str| text.lines().any(|l| l.trim_end() == want);
+    let text = pwd_in(&mut serve, None);
+    assert!(has_line(&text), "want {want}: {text}");
+    // Pointing the link elsewhere after the start changes nothing: --files was resolved once.
+    std::fs::remove_file(&link).unwrap();
+    symlink(&other, &link).unwrap();
+    let text = pwd_in(&mut serve, None);
+    assert!(has_line(&text), "want {want}: {text}");
 }
 
 fn refuses_dir_outside_files(sandbox: Sandbox) {

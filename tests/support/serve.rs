@@ -107,6 +107,7 @@ impl Setup {
         ServeBuilder {
             setup: self,
             files: self.files.clone(),
+            files_flag: None,
             programs_path: self.programs_path(),
             timeout: "10s".into(),
             output: "64KiB".into(),
@@ -131,6 +132,7 @@ pub enum Era {
 pub struct ServeBuilder<'a> {
     setup: &'a Setup,
     files: PathBuf,
+    files_flag: Option<PathBuf>,
     programs_path: String,
     timeout: String,
     output: String,
@@ -150,6 +152,13 @@ impl ServeBuilder<'_> {
     /// `--output`.
     pub fn output(mut self, value: &str) -> Self {
         value.clone_into(&mut self.output);
+        self
+    }
+
+    /// The `--files` flag's value, when it is not the (canonical) files folder itself; the
+    /// sandbox still binds the canonical folder.
+    pub fn files_flag(mut self, path: &Path) -> Self {
+        self.files_flag = Some(path.to_path_buf());
         self
     }
 
@@ -188,7 +197,7 @@ impl ServeBuilder<'_> {
         let mut argv: Vec<OsString> = vec![
             "serve".into(),
             "--files".into(),
-            self.files.clone().into(),
+            self.files_flag.as_ref().unwrap_or(&self.files).into(),
             "--programs-path".into(),
             self.programs_path.clone().into(),
             "--timeout".into(),
