@@ -17,6 +17,7 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open};
 
 use crate::capture::HeadTail;
+use crate::watchdog::Watchdog;
 use crate::{group, spawn};
 
 /// How long after the sandbox process exits the processes it left in its group may go on
@@ -129,11 +130,31 @@ pub struct CallSpec {
 pub fn run(
     spec: CallSpec,
     control: &CallControl,
-    mut progress: Option<&mut dyn FnMut(Duration, u64)>,
+    watchdog: Option<&Watchdog>,
+    progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
     let mut child = spawn::spawn(&spec.argv, &spec.cwd, spec.input.is_some())?;
     let group = Pid::from_child(&child);
+    if let Some(watchdog) = watchdog {
+        watchdog.watch(group);
+    }
+    let ended = supervise(spec, control, progress, start, &mut child, group);
+    if let Some(watchdog) = watchdog {
+        watchdog.forget(group);
+    }
+    ended
+}
+
+/// Runs a started call to its end: the loop over its pipes, its exit, its time and its group.
+fn supervise(
+    spec: CallSpec,
+    control: &CallControl,
+    mut progress: Option<&mut dyn FnMut(Duration, u64)>,
+    start: Instant,
+    child: &mut std::process::Child,
+    group: Pid,
+) -> io::Result<Ended> {
     let pidfd = match pidfd_open(group, PidfdFlags::empty()) {
         Ok(fd) => fd,
         Err(err) => {

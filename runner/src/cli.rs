@@ -23,6 +23,18 @@ pub struct Cli {
 enum Command {
     /// Serve MCP over stdio: run each call's program in the sandbox given after `--`.
     Serve(ServeArgs),
+    /// Started by `serve` itself: kills the calls' groups when `serve` dies.
+    #[command(hide = true)]
+    Watchdog,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Invocation {
+    /// `serve`, checked.
+    Serve(Config),
+    /// The watchdog of a `serve`.
+    Watchdog,
 }
 
 /// The flags of `serve`. Every one is optional here so that a missing one gets a message of its
@@ -91,7 +103,7 @@ fn refuse<T>(message: impl Into<String>) -> Result<T, Refusal> {
 impl Cli {
     /// Parses the command line. Help and version print and exit here; any other clap error
     /// becomes a one-line [`Refusal`].
-    pub fn parse_args() -> Result<Config, Refusal> {
+    pub fn parse_args() -> Result<Invocation, Refusal> {
         let cli = match Cli::try_parse() {
             Ok(cli) => cli,
             Err(err) => match err.kind() {
@@ -102,7 +114,8 @@ impl Cli {
             },
         };
         match cli.command {
-            Command::Serve(args) => args.check(),
+            Command::Serve(args) => args.check().map(Invocation::Serve),
+            Command::Watchdog => Ok(Invocation::Watchdog),
         }
     }
 }

@@ -88,7 +88,7 @@ fn run(
         }));
     };
     let progress_fn: Option<&mut dyn FnMut(Duration, u64)> = Some(&mut report);
-    match call::run(spec, control, progress_fn) {
+    match call::run(spec, control, Some(&server.watchdog), progress_fn) {
         Ok(Ended::Cancelled) => {
             tracing::debug!(%id, "call cancelled; no answer is sent");
         }

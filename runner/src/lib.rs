@@ -19,6 +19,7 @@ pub mod render;
 pub mod server;
 pub mod spawn;
 pub mod tools;
+pub mod watchdog;
 pub mod workdir;
 pub mod writer;
 
@@ -31,7 +32,8 @@ use signal_hook::iterator::Signals;
 /// Runs `lnk-link-run` with the process's arguments.
 pub fn main() -> ExitCode {
     let config = match cli::Cli::parse_args() {
-        Ok(config) => config,
+        Ok(cli::Invocation::Serve(config)) => config,
+        Ok(cli::Invocation::Watchdog) => return watchdog::run(),
         Err(refusal) => {
             #[allow(clippy::print_stderr)]
             {
@@ -66,7 +68,8 @@ fn serve(config: config::Config) -> anyhow::Result<()> {
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
-    let server = server::Server::new(config, writer);
+    let watchdog = watchdog::Watchdog::start().context("starting the watchdog")?;
+    let server = server::Server::new(config, writer, watchdog);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())

@@ -27,6 +27,7 @@ const CACHE_TTL_MS: u64 = 60_000;
 pub struct Server {
     pub(crate) config: Config,
     pub(crate) writer: Writer,
+    pub(crate) watchdog: crate::watchdog::Watchdog,
     /// The revision the `initialize` handshake chose, for requests without a modern envelope.
     handshake: Mutex<Option<&'static str>>,
     in_flight: Mutex<HashMap<String, Arc<call::CallControl>>>,
@@ -37,10 +38,11 @@ pub struct Server {
 
 impl Server {
     /// A server that writes through `writer`.
-    pub fn new(config: Config, writer: Writer) -> Arc<Self> {
+    pub fn new(config: Config, writer: Writer, watchdog: crate::watchdog::Watchdog) -> Arc<Self> {
         Arc::new(Self {
             config,
             writer,
+            watchdog,
             handshake: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
             running: Mutex::new(0),

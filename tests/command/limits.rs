@@ -88,13 +88,9 @@ fn nothing_outlives_serve_killed(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
     let mut serve = setup.serve().timeout("60s").start();
     let mark = marker();
-    // Without a sandbox only the program itself is tied to serve's life (PR_SET_PDEATHSIG); a
-    // grandchild needs the sandbox's PID namespace (bwrap --unshare-pid --die-with-parent), which
-    // takes the whole tree down with it.
-    let (args, role) = match sandbox {
-        Sandbox::Passthrough => (json!(["linger", &mark, "60"]), "linger"),
-        Sandbox::Bwrap => (json!(["tree", &mark, "60"]), "linger"),
-    };
+    // The program and its grandchild: serve's watchdog kills the whole group without a
+    // sandbox, and bwrap's PID namespace takes the tree down under bubblewrap.
+    let (args, role) = (json!(["tree", &mark, "60"]), "linger");
     serve.send_call(json!({"program": "lnk-test-procs", "args": args}), None);
     let program = wait_for_role(&mark, role, Duration::from_secs(10));
     serve.kill();
