@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve MCP over stdio: run each call's program in the sandbox given after `--`.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Started by `serve` itself: kills the calls' groups when `serve` dies.
     #[command(hide = true)]
     Watchdog,
@@ -32,7 +32,7 @@ enum Command {
 #[derive(Debug)]
 pub enum Invocation {
     /// `serve`, checked.
-    Serve(Config),
+    Serve(Box<Config>),
     /// The watchdog of a `serve`.
     Watchdog,
 }
@@ -114,7 +114,7 @@ impl Cli {
             },
         };
         match cli.command {
-            Command::Serve(args) => args.check().map(Invocation::Serve),
+            Command::Serve(args) => args.check().map(|c| Invocation::Serve(Box::new(c))),
             Command::Watchdog => Ok(Invocation::Watchdog),
         }
     }

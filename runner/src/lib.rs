@@ -32,7 +32,7 @@ use signal_hook::iterator::Signals;
 /// Runs `lnk-link-run` with the process's arguments.
 pub fn main() -> ExitCode {
     let config = match cli::Cli::parse_args() {
-        Ok(cli::Invocation::Serve(config)) => config,
+        Ok(cli::Invocation::Serve(config)) => *config,
         Ok(cli::Invocation::Watchdog) => return watchdog::run(),
         Err(refusal) => {
             #[allow(clippy::print_stderr)]
