@@ -7,6 +7,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::os::unix::ffi::OsStrExt;
+
 use clap::{Parser, Subcommand};
 
 use crate::config::{Background, Config, WayIn};
@@ -232,6 +234,7 @@ impl ServeArgs {
             }
         }
         let background = self.check_background(&files)?;
+        let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
             programs_path,
@@ -240,7 +243,7 @@ impl ServeArgs {
             programs,
             vars: self.vars,
             background,
-            sandbox: self.sandbox,
+            sandbox,
         })
     }
 
@@ -316,6 +319,54 @@ impl ServeArgs {
             hops,
             way_in,
         }))
+    }
+}
+
+/// The sandbox with its program checked, and made absolute when it is a relative path, since
+/// calls run in other working folders.
+fn sandbox_with_absolute_program(sandbox: &[OsString]) -> Result<Vec<OsString>, Refusal> {
+    let mut sandbox = sandbox.to_vec();
+    check_sandbox_program(&sandbox[0])?;
+    let program = Path::new(&sandbox[0]);
+    if program.as_os_str().as_encoded_bytes().contains(&b'/') && program.is_relative() {
+        match std::path::absolute(program) {
+            Ok(absolute) => sandbox[0] = absolute.into_os_string(),
+            Err(e) => return refuse(format!("the sandbox program {}: {e}", program.display())),
+        }
+    }
+    Ok(sandbox)
+}
+
+/// The sandbox's program must exist now, so that a typo is a refusal to start rather than an
+/// error at every call.
+fn check_sandbox_program(program: &std::ffi::OsStr) -> Result<(), Refusal> {
+    let path = Path::new(program);
+    let found = if program.as_encoded_bytes().contains(&b'/') {
+        crate::program::is_executable_file(path)
+    } else {
+        let search = std::env::var_os("PATH").unwrap_or_default();
+        let search = search.as_encoded_bytes();
+        search
+            .split(|b| *b == b':')
+            .filter(|folder| !folder.is_empty())
+            .any(|folder| {
+                crate::program::is_executable_file(
+                    &Path::new(std::ffi::OsStr::from_bytes(folder)).join(path),
+                )
+            })
+    };
+    if found {
+        Ok(())
+    } else {
+        refuse(format!(
+            "the sandbox program `{}` is not an executable file{}",
+            path.display(),
+            if program.as_encoded_bytes().contains(&b'/') {
+                ""
+            } else {
+                " on PATH"
+            }
+        ))
     }
 }
 

@@ -61,7 +61,8 @@ pub fn find_on_path(name: &str, programs_path: &OsStr) -> Option<PathBuf> {
         .find(|candidate| is_executable_file(candidate))
 }
 
-fn is_executable_file(path: &Path) -> bool {
+/// Whether `path` is an executable regular file (links followed).
+pub fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
