@@ -1,2 +1,43 @@
-//! Link Run's benchmarks.
-fn main() {}
+//! Link Run's benchmarks: `lnk-bench foreground` measures `lnk-link-run serve` against
+//! baselines taken in the same run (`bench/run.sh` builds everything and runs it).
+//
+// A benchmark's whole job is to print its report on stdout.
+#![allow(clippy::print_stdout)]
+
+mod foreground;
+mod procs;
+mod report;
+mod serve;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Benchmarks of Link Run; the binaries they drive are found next to this one.
+#[derive(Parser)]
+#[command(name = "lnk-bench")]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// `serve` and the `command` tool: per-call overhead, an output flood, concurrency.
+    Foreground(foreground::Options),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.bench {
+        Bench::Foreground(options) => foreground::run(options),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("lnk-bench: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,580 @@
+//! `lnk-bench foreground`: per-call overhead, an output flood, and concurrency, each against a
+//! baseline measured in the same run.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::procs;
+use crate::report::{Report, Row};
+use crate::serve::{Serve, ServeArgs};
+use crate::stats::{self, Summary};
+
+/// The flood serve's `--output`.
+const FLOOD_OUTPUT: &str = "64KiB";
+/// Calls before the timed ones, so that caches and the allocator are warm.
+const WARMUP: usize = 20;
+/// The programs every serve may run.
+const ALLOWED: [&str; 3] = ["true", "lnk-bench-flood", "sleep"];
+
+/// What to measure, and how often.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Sequential `command` calls of `true` (and as many direct spawns).
+    #[arg(long, default_value_t = 1000)]
+    pub calls: usize,
+    /// Sequential calls under bubblewrap, when `bwrap` is on PATH (0 skips them).
+    #[arg(long, default_value_t = 200)]
+    pub bwrap_calls: usize,
+    /// Bytes the flood writer writes.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub flood_bytes: u64,
+    /// Floods through serve (and as many through `cat`).
+    #[arg(long, default_value_t = 5)]
+    pub flood_runs: usize,
+    /// Calls of `sleep 1` sent at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrent: usize,
+    /// Rounds of the concurrent calls.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+}
+
+/// The binaries next to this one.
+struct Bins {
+    run: PathBuf,
+    passthrough: PathBuf,
+    flood: PathBuf,
+}
+
+impl Bins {
+    fn find() -> Result<Bins> {
+        let exe = std::env::current_exe().context("finding this executable")?;
+        let dir = exe
+            .parent()
+            .context("this executable has no folder")?
+            .to_path_buf();
+        let need = |name: &str| -> Result<PathBuf> {
+            let path = dir.join(name);
+            if !path.is_file() {
+                bail!(
+                    "{} is missing; build it first: cargo build --release -p lnk-link-run \
+                     -p lnk-tests -p lnk-bench",
+                    path.display()
+                );
+            }
+            Ok(path)
+        };
+        Ok(Bins {
+            run: need("lnk-link-run")?,
+            passthrough: need("lnk-test-passthrough")?,
+            flood: need("lnk-bench-flood")?,
+        })
+    }
+}
+
+/// The temporary folders of one run.
+struct Place {
+    root: tempfile::TempDir,
+    files: PathBuf,
+    programs: PathBuf,
+    true_path: PathBuf,
+}
+
+impl Place {
+    fn new(bins: &Bins) -> Result<Place> {
+        let root = tempfile::Builder::new()
+            .prefix("lnk-bench-")
+            .tempdir()
+            .context("creating a temporary folder")?;
+        let files = root.path().join("files");
+        let programs = root.path().join("programs");
+        std::fs::create_dir(&files).context("creating the files folder")?;
+        std::fs::create_dir(&programs).context("creating the programs folder")?;
+        let true_path = system_program("true")?;
+        let links = [
+            ("true", true_path.clone()),
+            ("sleep", system_program("sleep")?),
+            ("lnk-bench-flood", bins.flood.clone()),
+        ];
+        for (name, target) in links {
+            std::os::unix::fs::symlink(&target, programs.join(name))
+                .with_context(|| format!("linking {name} to {}", target.display()))?;
+        }
+        Ok(Place {
+            root,
+            files,
+            programs,
+            true_path,
+        })
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.root.path().join(format!("serve-{name}.log"))
+    }
+
+    fn serve_args<'a>(
+        &'a self,
+        bins: &'a Bins,
+        name: &str,
+        sandbox: Vec<OsString>,
+    ) -> ServeArgs<'a> {
+        ServeArgs {
+            binary: &bins.run,
+            files: &self.files,
+            programs: &self.programs,
+            output: FLOOD_OUTPUT,
+            allowed: &ALLOWED,
+            sandbox,
+            log: self.log(name),
+        }
+    }
+}
+
+fn system_program(name: &str) -> Result<PathBuf> {
+    ["/bin", "/usr/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.is_file())
+        .with_context(|| format!("no {name} in /bin or /usr/bin"))
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Runs the foreground benchmark and prints its report.
+pub fn run(options: &Options) -> Result<()> {
+    let bins = Bins::find()?;
+    let place = Place::new(&bins)?;
+    let marker = place.root.path().to_string_lossy().into_owned();
+    let mut report = Report::new(format!(
+        "Link Run foreground benchmark: {} CPUs; sandbox prefix {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        bins.passthrough.display()
+    ));
+    let outcome = measure(options, &bins, &place, &mut report);
+    // Every serve is shut down (or killed by its Drop) by now: nothing of the run may remain.
+    let left = procs::running_with(&marker);
+    report.print();
+    outcome?;
+    if !left.is_empty() {
+        let list: Vec<String> = left.iter().map(|(p, c)| format!("{p} {c}")).collect();
+        bail!("processes were left running: {}", list.join("; "));
+    }
+    println!("\nleft running after the benchmark: nothing");
+    Ok(())
+}
+
+fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -> Result<()> {
+    let passthrough = vec![bins.passthrough.clone().into_os_string()];
+
+    let serve = Serve::start(
+        "calls",
+        &place.serve_args(bins, "calls", passthrough.clone()),
+    )?;
+    let direct = || {
+        let mut command = Command::new(&bins.passthrough);
+        command.arg("--").arg(&place.true_path);
+        command
+    };
+    let serve = per_call(
+        report,
+        "1. per-call overhead",
+        true,
+        serve,
+        options.calls,
+        direct,
+    )?;
+    let hwm = procs::status_bytes(serve.pid(), "VmHWM")?;
+    serve.shutdown()?;
+    report.row(Row::value(
+        "peak RSS of this serve (VmHWM)",
+        mib(hwm),
+        String::new(),
+        None,
+    ));
+
+    let serve = Serve::start(
+        "flood",
+        &place.serve_args(bins, "flood", passthrough.clone()),
+    )?;
+    flood(report, serve, bins, options)?;
+
+    let serve = Serve::start("sleeps", &place.serve_args(bins, "sleeps", passthrough))?;
+    concurrency(report, serve, options)?;
+
+    if options.bwrap_calls > 0 {
+        match on_path("bwrap") {
+            None => report.note("bubblewrap: `bwrap` is not on PATH; skipped"),
+            Some(bwrap) => {
+                if let Err(err) = bubblewrap(report, bins, place, &bwrap, options.bwrap_calls) {
+                    report.note(&format!("bubblewrap: not measured: {err:#}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a sandboxed `true` directly, as `serve` would but without it: piped output, waited.
+fn spawn_true(command: &mut Command) -> Result<()> {
+    let out = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .context("spawning the sandbox prefix directly")?;
+    if !out.status.success() {
+        bail!(
+            "the direct spawn exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Item 1: `calls` sequential `command` calls of `true`, interleaved with as many direct
+/// spawns of the same argv (`direct` builds it), and as many direct spawns made the way serve
+/// makes them. The order within each triple rotates, so drift and noise fall on all alike.
+fn per_call(
+    report: &mut Report,
+    title: &str,
+    target: bool,
+    mut serve: Serve,
+    calls: usize,
+    direct: impl Fn() -> Command,
+) -> Result<Serve> {
+    let limit = Duration::from_secs(30);
+    let timed = |what: &mut dyn FnMut() -> Result<()>| -> Result<Duration> {
+        let start = Instant::now();
+        what()?;
+        Ok(start.elapsed())
+    };
+    let mut via_serve = Vec::with_capacity(calls);
+    let mut plain = Vec::with_capacity(calls);
+    let mut like_serve = Vec::with_capacity(calls);
+    let mut cpu = Duration::ZERO;
+    for i in 0..WARMUP.min(calls) + calls {
+        let counted = i >= WARMUP.min(calls);
+        for step in 0..3 {
+            match (i + step) % 3 {
+                0 => {
+                    let cpu_before = procs::cpu_time(serve.pid())?;
+                    let took = timed(&mut || {
+                        let answer = serve.call("true", &[], limit)?;
+                        if answer.exit_code != Some(0)
+                            || answer.signal.is_some()
+                            || answer.timed_out
+                        {
+                            bail!("`true` through serve did not exit 0: {answer:?}");
+                        }
+                        Ok(())
+                    })?;
+                    if counted {
+                        via_serve.push(took);
+                        cpu += procs::cpu_time(serve.pid())?.saturating_sub(cpu_before);
+                    }
+                }
+                1 => {
+                    let took = timed(&mut || spawn_true(&mut direct()))?;
+                    if counted {
+                        plain.push(took);
+                    }
+                }
+                _ => {
+                    let took = timed(&mut || spawn_true(spawn_like_serve(&mut direct())))?;
+                    if counted {
+                        like_serve.push(took);
+                    }
+                }
+            }
+        }
+    }
+    let s = Summary::of(&via_serve);
+    let d = Summary::of(&plain);
+    let l = Summary::of(&like_serve);
+    let paired: Vec<f64> = via_serve
+        .iter()
+        .zip(&plain)
+        .map(|(a, b)| stats::diff_ms(*a, *b))
+        .collect();
+    let (paired_median, paired_p90) = stats::median_p90(&paired);
+    let overhead = stats::diff_ms(s.median, d.median);
+    report.section(&format!("{title}: `command` of `true`, one session"));
+    report.row(Row::times("serve: write request -> read answer", &s));
+    report.row(Row::times("direct: spawn prefix + true, wait", &d));
+    report.row(Row::value(
+        "overhead: median(serve) - median(direct)",
+        format!("{overhead:.3} ms"),
+        String::new(),
+        target.then(|| ("< 1 ms".into(), overhead < 1.0)),
+    ));
+    report.row(Row::value(
+        "overhead: paired differences",
+        format!("{paired_median:.3} ms"),
+        format!("{paired_p90:.3} ms"),
+        None,
+    ));
+    report.row(Row::value(
+        "ratio serve / direct (medians)",
+        format!(
+            "{:.2}x",
+            stats::ms(s.median) / stats::ms(d.median).max(1e-9)
+        ),
+        String::new(),
+        None,
+    ));
+    report.row(Row::times("diagnosis: direct, spawned as serve does", &l));
+    report.row(Row::value(
+        "  of the overhead: serve's spawn method",
+        format!("{:.3} ms", stats::diff_ms(l.median, d.median)),
+        String::new(),
+        None,
+    ));
+    report.row(Row::value(
+        "  of the overhead: the rest (protocol, thread)",
+        format!("{:.3} ms", stats::diff_ms(s.median, l.median)),
+        String::new(),
+        None,
+    ));
+    report.row(Row::value(
+        "serve's CPU time per call (user+sys)",
+        format!("{:.3} ms", stats::ms(cpu) / calls.max(1) as f64),
+        String::new(),
+        None,
+    ));
+    Ok(serve)
+}
+
+/// Spawns as serve does (runner/src/spawn.rs): a process group of its own and a parent-death
+/// signal set between fork and exec. The `pre_exec` hook makes std fork instead of using
+/// `posix_spawn` (which the plain direct spawn uses), so the difference to the plain spawn is
+/// the cost of that choice.
+#[allow(unsafe_code)]
+fn spawn_like_serve(command: &mut Command) -> &mut Command {
+    command.process_group(0);
+    // SAFETY: the hook runs in the child between fork and exec; it makes one system call
+    // (prctl), which is async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            Ok(())
+        })
+    }
+}
+
+/// Item 3: `concurrent` calls of `sleep 1` written back to back; the time until every answer
+/// is in. Shuts `serve` down afterwards.
+fn concurrency(report: &mut Report, mut serve: Serve, options: &Options) -> Result<()> {
+    let n = options.concurrent;
+    let mut rounds = Vec::with_capacity(options.rounds);
+    let mut slowest_elapsed = 0;
+    for _ in 0..options.rounds {
+        let ids: Vec<u64> = (0..n).map(|_| serve.take_id()).collect();
+        let start = Instant::now();
+        for id in &ids {
+            serve.send_command(*id, "sleep", &["1"])?;
+        }
+        let mut waiting: HashSet<u64> = ids.iter().copied().collect();
+        while !waiting.is_empty() {
+            let (id, answer) = serve.read_answer(Duration::from_secs(30))?;
+            if !waiting.remove(&id) {
+                bail!("an answer to id {id}, which was not asked or was answered twice");
+            }
+            if answer.exit_code != Some(0) {
+                bail!("`sleep 1` did not exit 0: {answer:?}");
+            }
+            slowest_elapsed = slowest_elapsed.max(answer.elapsed_ms);
+        }
+        rounds.push(start.elapsed());
+    }
+    let hwm = procs::status_bytes(serve.pid(), "VmHWM")?;
+    serve.shutdown()?;
+    let s = Summary::of(&rounds);
+    report.section(&format!(
+        "3. concurrency: {n} calls of `sleep 1` at once, {} rounds",
+        options.rounds
+    ));
+    report.row(Row::value(
+        "until all answers arrived",
+        format!("{:.3} s", s.median.as_secs_f64()),
+        format!("{:.3} s", s.p90.as_secs_f64()),
+        Some(("< 1.5 s".into(), s.median < Duration::from_millis(1500))),
+    ));
+    report.row(Row::value(
+        "slowest call's own elapsed_ms",
+        format!("{slowest_elapsed} ms"),
+        String::new(),
+        None,
+    ));
+    report.row(Row::value(
+        "peak RSS of this serve (VmHWM)",
+        mib(hwm),
+        String::new(),
+        None,
+    ));
+    Ok(())
+}
+
+/// Item 2: floods through serve against floods into `cat >/dev/null`, interleaved; then the
+/// serve's peak RSS, read while it is alive. Shuts `serve` down afterwards.
+fn flood(report: &mut Report, mut serve: Serve, bins: &Bins, options: &Options) -> Result<()> {
+    let bytes = options.flood_bytes;
+    let count = bytes.to_string();
+    let limit = Duration::from_secs(120);
+    let mut via_serve = Vec::new();
+    let mut via_cat = Vec::new();
+    let mut serve_cpu = Vec::new();
+    let mut elapsed_ms = Vec::new();
+    for _ in 0..options.flood_runs {
+        let cpu_before = procs::cpu_time(serve.pid())?;
+        let start = Instant::now();
+        let answer = serve.call("lnk-bench-flood", &[&count], limit)?;
+        via_serve.push(start.elapsed());
+        serve_cpu.push(procs::cpu_time(serve.pid())?.saturating_sub(cpu_before));
+        elapsed_ms.push(Duration::from_millis(answer.elapsed_ms));
+        if answer.stdout_bytes != bytes || answer.exit_code != Some(0) {
+            bail!("the flood through serve: expected {bytes} bytes and exit 0, got {answer:?}");
+        }
+
+        let start = Instant::now();
+        let status = Command::new("sh")
+            .args(["-c", "\"$0\" \"$1\" | cat >/dev/null"])
+            .arg(&bins.flood)
+            .arg(&count)
+            .stdin(Stdio::null())
+            .status()
+            .context("running the flood into cat")?;
+        via_cat.push(start.elapsed());
+        if !status.success() {
+            bail!("the flood into cat exited with {status}");
+        }
+    }
+    let hwm = procs::status_bytes(serve.pid(), "VmHWM")?;
+    serve.shutdown()?;
+
+    let s = Summary::of(&via_serve);
+    let c = Summary::of(&via_cat);
+    let mbps = |d: Duration| bytes as f64 / d.as_secs_f64().max(1e-9) / 1e6;
+    let ratio = mbps(s.median) / mbps(c.median);
+    report.section(&format!(
+        "2. flood: {bytes} bytes to stdout, --output {FLOOD_OUTPUT}, {} runs each \
+         (p90 column: throughput of the p90 time, the slow end)",
+        options.flood_runs
+    ));
+    report.row(Row::value_n(
+        "serve: one `command` call",
+        s.n,
+        format!("{:.0} MB/s", mbps(s.median)),
+        format!("{:.0} MB/s", mbps(s.p90)),
+        None,
+    ));
+    report.row(Row::value_n(
+        "writer | cat >/dev/null",
+        c.n,
+        format!("{:.0} MB/s", mbps(c.median)),
+        format!("{:.0} MB/s", mbps(c.p90)),
+        None,
+    ));
+    report.row(Row::value(
+        "ratio serve / cat (medians)",
+        format!("{ratio:.2}"),
+        String::new(),
+        Some((">= 0.5".into(), ratio >= 0.5)),
+    ));
+    report.row(Row::value(
+        "peak RSS of serve (VmHWM)",
+        mib(hwm),
+        String::new(),
+        Some(("< 16 MiB".into(), hwm < 16 << 20)),
+    ));
+    let e = Summary::of(&elapsed_ms);
+    report.row(Row::value(
+        "serve's own elapsed_ms (spawn to exit)",
+        format!("{} ms", e.median.as_millis()),
+        format!("{} ms", e.p90.as_millis()),
+        None,
+    ));
+    let cpu = Summary::of(&serve_cpu);
+    report.row(Row::value(
+        "serve's CPU time per flood (user+sys)",
+        format!("{:.0} ms", stats::ms(cpu.median)),
+        format!("{:.0} ms", stats::ms(cpu.p90)),
+        None,
+    ));
+    Ok(())
+}
+
+/// Item 1 again under bubblewrap (extra information, no target).
+fn bubblewrap(
+    report: &mut Report,
+    bins: &Bins,
+    place: &Place,
+    bwrap: &Path,
+    calls: usize,
+) -> Result<()> {
+    let files = place.files.as_os_str();
+    // The spec's prefix, plus a read-only view of the programs folder, which lies in /tmp.
+    let mut prefix: Vec<OsString> = vec![bwrap.into()];
+    for arg in [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+    ] {
+        prefix.push(arg.into());
+    }
+    prefix.extend([files.into(), files.into(), "--ro-bind".into()]);
+    prefix.extend([place.programs.clone().into(), place.programs.clone().into()]);
+    for arg in [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ] {
+        prefix.push(arg.into());
+    }
+    let (program, args) = prefix.split_first().context("an empty bwrap prefix")?;
+    spawn_true(
+        Command::new(program)
+            .args(args)
+            .arg("--")
+            .arg(&place.true_path),
+    )
+    .context("bwrap cannot run /bin/true here")?;
+    let serve = Serve::start("bwrap", &place.serve_args(bins, "bwrap", prefix.clone()))?;
+    let direct = || {
+        let mut command = Command::new(program);
+        command.args(args).arg("--").arg(&place.true_path);
+        command
+    };
+    let serve = per_call(
+        report,
+        "4. extra, no target: per-call overhead under bubblewrap",
+        false,
+        serve,
+        calls,
+        direct,
+    )?;
+    serve.shutdown()
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}

@@ -1,0 +1,341 @@
+//! A client of one `lnk-link-run serve` process: one JSON-RPC message per line over its
+//! stdin and stdout, with a deadline on every read so a stuck server fails the benchmark
+//! instead of hanging it.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use serde_json::{Value, json};
+
+/// How long `serve` may take to exit once its stdin is closed.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// What a `serve` is started with.
+pub struct ServeArgs<'a> {
+    /// The `lnk-link-run` binary.
+    pub binary: &'a Path,
+    /// `--files`.
+    pub files: &'a Path,
+    /// `--programs-path`.
+    pub programs: &'a Path,
+    /// `--output`, as the flag reads it (`64KiB`).
+    pub output: &'a str,
+    /// The names given with `--program`.
+    pub allowed: &'a [&'a str],
+    /// The sandbox prefix after `--`.
+    pub sandbox: Vec<OsString>,
+    /// Where serve's stderr (its logs) goes.
+    pub log: PathBuf,
+}
+
+/// A running `serve`, initialized.
+pub struct Serve {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: LineReader,
+    log: PathBuf,
+    next_id: u64,
+}
+
+/// The structured value of a `command` answer, with the figures the benchmark checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub timed_out: bool,
+    pub stdout_bytes: u64,
+    pub elapsed_ms: u64,
+}
+
+impl Serve {
+    /// Starts `serve` and goes through the initialize handshake.
+    pub fn start(name: &str, args: &ServeArgs<'_>) -> Result<Serve> {
+        let log = File::create(&args.log)
+            .with_context(|| format!("creating serve's log {}", args.log.display()))?;
+        let mut command = Command::new(args.binary);
+        command
+            .arg("serve")
+            .arg("--files")
+            .arg(args.files)
+            .arg("--programs-path")
+            .arg(args.programs)
+            .args(["--timeout", "60s", "--output", args.output]);
+        for program in args.allowed {
+            command.args(["--program", program]);
+        }
+        command
+            .arg("--")
+            .args(&args.sandbox)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {}", args.binary.display()))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("serve was started without its pipes");
+        };
+        let mut serve = Serve {
+            name: name.to_owned(),
+            child,
+            stdin: Some(stdin),
+            lines: LineReader::new(stdout),
+            log: args.log.clone(),
+            next_id: 1,
+        };
+        if let Err(err) = serve.initialize() {
+            let log = serve.log_tail();
+            serve.kill();
+            return Err(err.context(format!("initializing serve `{name}`; its log: {log}")));
+        }
+        Ok(serve)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn initialize(&mut self) -> Result<()> {
+        let id = self.take_id();
+        self.send(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "lnk-bench", "version": env!("CARGO_PKG_VERSION")},
+            },
+        }))?;
+        let answer = self.read_response(Duration::from_secs(10))?;
+        if answer.get("id") != Some(&json!(id)) || answer.get("result").is_none() {
+            bail!("unexpected answer to initialize: {answer}");
+        }
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    }
+
+    /// A fresh request id.
+    pub fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Writes one `command` call with id `id`; the answer is read with [`Serve::read_answer`].
+    pub fn send_command(&mut self, id: u64, program: &str, args: &[&str]) -> Result<()> {
+        self.send(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "command", "arguments": {"program": program, "args": args}},
+        }))
+    }
+
+    /// One call, start to answer: `(the answer, the time from writing to reading)`.
+    pub fn call(&mut self, program: &str, args: &[&str], limit: Duration) -> Result<Answer> {
+        let id = self.take_id();
+        self.send_command(id, program, args)?;
+        let (got, answer) = self.read_answer(limit)?;
+        if got != id {
+            bail!("serve `{}` answered id {got}, expected {id}", self.name);
+        }
+        Ok(answer)
+    }
+
+    /// Reads the next answer (progress notifications are skipped): its id and figures.
+    pub fn read_answer(&mut self, limit: Duration) -> Result<(u64, Answer)> {
+        let message = self.read_response(limit)?;
+        let id = message
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| anyhow!("an answer without a numeric id: {message}"))?;
+        if let Some(error) = message.get("error") {
+            bail!("call {id} failed with a JSON-RPC error: {error}");
+        }
+        let result = message
+            .get("result")
+            .ok_or_else(|| anyhow!("answer {id} has no result: {message}"))?;
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            bail!("call {id} was refused: {}", result["content"]);
+        }
+        let value = result
+            .get("structuredContent")
+            .ok_or_else(|| anyhow!("answer {id} has no structuredContent"))?;
+        let number = |key: &str| value.get(key).and_then(Value::as_u64);
+        Ok((
+            id,
+            Answer {
+                exit_code: value.get("exit_code").and_then(Value::as_i64),
+                signal: value.get("signal").and_then(Value::as_i64),
+                timed_out: value.get("timed_out") == Some(&Value::Bool(true)),
+                stdout_bytes: number("stdout_bytes")
+                    .ok_or_else(|| anyhow!("answer {id} lacks stdout_bytes: {value}"))?,
+                elapsed_ms: number("elapsed_ms")
+                    .ok_or_else(|| anyhow!("answer {id} lacks elapsed_ms: {value}"))?,
+            },
+        ))
+    }
+
+    /// Reads messages until one that is not a notification, within `limit`.
+    fn read_response(&mut self, limit: Duration) -> Result<Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let line = self
+                .lines
+                .next_line(deadline)
+                .with_context(|| format!("reading from serve `{}`", self.name))?;
+            let message: Value = serde_json::from_slice(line)
+                .with_context(|| format!("serve `{}` wrote a line that is not JSON", self.name))?;
+            if message.get("id").is_some() {
+                return Ok(message);
+            }
+        }
+    }
+
+    fn send(&mut self, message: &Value) -> Result<()> {
+        let mut line = serde_json::to_vec(message).context("encoding a request")?;
+        line.push(b'\n');
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| anyhow!("serve `{}` has no stdin any more", self.name))?;
+        stdin
+            .write_all(&line)
+            .with_context(|| format!("writing to serve `{}`", self.name))
+    }
+
+    /// The last lines of serve's log, for error messages.
+    pub fn log_tail(&self) -> String {
+        match std::fs::read_to_string(&self.log) {
+            Ok(text) if text.trim().is_empty() => "(empty)".into(),
+            Ok(text) => {
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(10)..].join("\n")
+            }
+            Err(err) => format!("(unreadable: {err})"),
+        }
+    }
+
+    /// Closes stdin and waits for a clean exit (status 0).
+    pub fn shutdown(mut self) -> Result<()> {
+        self.stdin = None;
+        let deadline = Instant::now() + EXIT_WAIT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => bail!(
+                    "serve `{}` exited with {status}; its log: {}",
+                    self.name,
+                    self.log_tail()
+                ),
+                Ok(None) if Instant::now() >= deadline => {
+                    self.kill();
+                    bail!(
+                        "serve `{}` did not exit within {EXIT_WAIT:?} of its stdin closing; killed",
+                        self.name
+                    );
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(err) => {
+                    self.kill();
+                    return Err(err).context("waiting for serve");
+                }
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        self.stdin = None;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    /// A serve left behind by an error is killed and reaped; a shut-down one is already gone.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
+/// Lines from a pipe, read with `poll` so that a read can give up at a deadline.
+struct LineReader {
+    pipe: ChildStdout,
+    buf: Vec<u8>,
+    /// Where the unread bytes of `buf` begin.
+    start: usize,
+    /// The length of the line handed out last, consumed at the next call.
+    handed: usize,
+}
+
+impl LineReader {
+    fn new(pipe: ChildStdout) -> Self {
+        Self {
+            pipe,
+            buf: Vec::with_capacity(256 * 1024),
+            start: 0,
+            handed: 0,
+        }
+    }
+
+    fn next_line(&mut self, deadline: Instant) -> Result<&[u8]> {
+        self.start += std::mem::take(&mut self.handed);
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        let mut searched = self.start;
+        loop {
+            if let Some(at) = self.buf[searched..].iter().position(|b| *b == b'\n') {
+                let end = searched + at;
+                self.handed = end + 1 - self.start;
+                return Ok(&self.buf[self.start..end]);
+            }
+            searched = self.buf.len();
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                bail!("no answer in time");
+            }
+            let timeout = Timespec {
+                tv_sec: i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(wait.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(&self.pipe, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(err) => return Err(err).context("poll"),
+            }
+            if fds[0].revents().is_empty() {
+                continue;
+            }
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                searched -= self.start;
+                self.start = 0;
+            }
+            let old = self.buf.len();
+            self.buf.resize(old + 64 * 1024, 0);
+            match rustix::io::read(&self.pipe, &mut self.buf[old..]) {
+                Ok(0) => {
+                    self.buf.truncate(old);
+                    bail!("serve closed its stdout");
+                }
+                Ok(n) => self.buf.truncate(old + n),
+                Err(rustix::io::Errno::INTR) => self.buf.truncate(old),
+                Err(err) => {
+                    self.buf.truncate(old);
+                    return Err(err).context("read");
+                }
+            }
+        }
+    }
+}
