@@ -227,6 +227,18 @@ impl ServeBuilder<'_> {
         Serve::spawn(&self.argv(), self.era)
     }
 
+    /// As [`ServeBuilder::start`], with more variables in the server's environment (test hooks
+    /// such as `LNK_SUPERVISE_HOLD_GATE`, which only some test binaries use).
+    #[allow(dead_code)]
+    pub fn start_env(&self, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
+        let mut serve = Serve::spawn_env(&self.argv(), self.era, envs);
+        if let Era::Legacy(version) = self.era {
+            let result = serve.initialize(version);
+            assert_eq!(result["protocolVersion"], version, "{result}");
+        }
+        serve
+    }
+
     /// Starts the server and opens the session (`initialize` + `notifications/initialized` in
     /// the legacy era; nothing in the modern one).
     pub fn start(&self) -> Serve {
@@ -255,9 +267,15 @@ pub struct Serve {
 
 impl Serve {
     fn spawn(argv: &[OsString], era: Era) -> Serve {
+        Self::spawn_env(argv, era, &[])
+    }
+
+    /// Starts the server with `envs` added to its environment.
+    fn spawn_env(argv: &[OsString], era: Era, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
         let mut child = Command::new(link_run())
             .args(argv)
             .env_remove("RUST_LOG")
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,0 +1,44 @@
+//! End-to-end tests of background runs (issue 3, "How it is shown"): `serve --state` with the
+//! `start`, `list`, `read` and `stop` tools, and `lnk-link-supervise` running each run, driven as
+//! real processes. Each test body runs twice: through the pass-through prefix
+//! `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`, skipped with a line
+//! on stderr when `bwrap` is missing, failing then with `LNK_REQUIRE_SANDBOX=1`).
+//!
+//! Processes are found in `/proc`: a run's program by a unique marker among its arguments, its
+//! supervisor by the run id in its command line, its group by the record's `group.pgid`. Every
+//! test stops its runs, and a guard kills whatever a failed test left behind.
+//!
+//! Run: `cargo build --workspace && cargo test -p lnk-tests --test background` (it needs
+//! `lnk-link-run` and `lnk-link-supervise` built in the same target folder; `cargo test` from the
+//! root builds both).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The shared support: this file uses only part of it.
+#[allow(dead_code)]
+#[path = "support/procs.rs"]
+mod procs;
+#[allow(dead_code)]
+#[path = "support/sandbox.rs"]
+mod sandbox;
+#[allow(dead_code)]
+#[path = "support/serve.rs"]
+mod serve;
+
+/// The tests' own support: the background flags, the tools, records, groups and descriptors.
+#[path = "background/runs.rs"]
+mod runs;
+
+/// The caps: `--background` under racing starts, `--background-timeout`,
+/// `--background-output` with rotation, and the refusals (no thread, `--hops`).
+#[path = "background/caps.rs"]
+mod caps;
+/// Supervisors that die: SIGTERM records `lost`, SIGKILL before the gate opens runs nothing;
+/// and the lock is never inherited by the run.
+#[path = "background/crashes.rs"]
+mod crashes;
+/// A hostile files folder: `background` and the output file made links or FIFOs.
+#[path = "background/hostile.rs"]
+mod hostile;
+/// A run's life: it outlives `serve`; `list`, `read` and `stop`; leftovers; bad ids.
+#[path = "background/lifecycle.rs"]
+mod lifecycle;

@@ -1,0 +1,147 @@
+//! Supervisors that die: one sent SIGTERM kills the group and records `lost`; one killed with
+//! SIGKILL before the gate opens leaves nothing running and its program never runs. And the run
+//! never inherits a descriptor of the state folder (a leaked lock would make a dead supervisor
+//! look alive).
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use serde_json::json;
+
+use crate::procs::{alive, wait_for_role, wait_gone, with_marker};
+use crate::runs::{
+    Bg, Flags, PROCS, fd_targets, listed, procs_args, signal, start, stop, stopped_run,
+    wait_group_gone, wait_no_supervisor, wait_supervisor,
+};
+use crate::sandbox::{Sandbox, both_sandboxes};
+use crate::serve::ANSWER;
+
+both_sandboxes!(
+    supervisor_sigterm_records_lost,
+    supervisor_sigkill_before_the_gate_opens_runs_nothing,
+    the_lock_is_not_inherited_by_the_run,
+);
+
+fn supervisor_sigterm_records_lost(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let (pgid, leader) = bg.group(&id);
+
+    signal(supervisor.pid, Signal::TERM);
+    let record = bg.wait_record(&id, Duration::from_secs(10), |r| {
+        r["status"]["state"] != "running"
+    });
+    assert_eq!(record["status"]["state"], "lost", "{record}");
+    assert_eq!(record["telling"]["told"], false, "{record}");
+    wait_gone(&mark, Duration::from_secs(10));
+    wait_group_gone(pgid, Duration::from_secs(10));
+    assert!(!alive(leader), "the group's leader survived");
+    wait_no_supervisor(&id, Duration::from_secs(10));
+    assert_eq!(listed(&mut serve, &id)["state"], "lost");
+    // Stopping a lost run is not an error either.
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "lost");
+}
+
+fn supervisor_sigkill_before_the_gate_opens_runs_nothing(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    // The supervisor records the group, then keeps the gate shut while this file is missing.
+    let hold = bg.setup.path("hold-gate");
+    let mut serve = bg
+        .serve(&Flags::default())
+        .start_env(&[("LNK_SUPERVISE_HOLD_GATE", hold.as_os_str())]);
+    let mark = bg.marker();
+    // Had it run, the program would leave `<files>/<marker>` behind, then linger.
+    let script = ": > \"$1\"; exec \"$2\" linger \"$1\" 120";
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", script, "sh", mark, PROCS]}),
+    );
+    let ran_file: PathBuf = bg.setup.files.join(&mark);
+    // The program's processes: anything with the marker but the gate (whose command line
+    // holds the program's too).
+    let program_ran = |mark: &str| {
+        with_marker(mark)
+            .into_iter()
+            .filter(|p| !p.argv.iter().any(|a| a == "gate"))
+            .collect::<Vec<_>>()
+    };
+    let (pgid, leader) = bg.group(&id);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    assert!(
+        alive(leader),
+        "the gate waits while the hold file is missing"
+    );
+    // The gate stays shut (a short look: the hold is a test hook, not the point).
+    let deadline = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        let ran = program_ran(&mark);
+        assert!(
+            ran.is_empty() && !ran_file.exists(),
+            "the program ran before the gate opened: {ran:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    signal(supervisor.pid, Signal::KILL);
+    // The gate sees its pipe close and exits without running anything.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(leader) || !with_marker(&mark).is_empty() {
+        let ran = program_ran(&mark);
+        assert!(
+            ran.is_empty(),
+            "the program ran after its supervisor died: {ran:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the gate (pid {leader}) still waits 10 s after its supervisor died: {:?}",
+            with_marker(&mark)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_group_gone(pgid, Duration::from_secs(5));
+    wait_no_supervisor(&id, Duration::from_secs(5));
+    assert!(!ran_file.exists(), "the program ran: {ran_file:?} exists");
+    // Opening the hold now changes nothing: no one is left to open the gate.
+    std::fs::write(&hold, b"").unwrap();
+    assert!(program_ran(&mark).is_empty() && !ran_file.exists());
+}
+
+fn the_lock_is_not_inherited_by_the_run(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    wait_for_role(&mark, "tree", ANSWER);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let (_pgid, leader) = bg.group(&id);
+    let state = bg.state.canonicalize().unwrap();
+
+    // The supervisor holds the run's lock: the check below can see such a descriptor.
+    let lock = state.join(format!("{id}.lock"));
+    let held = fd_targets(supervisor.pid);
+    assert!(
+        held.contains(&lock),
+        "the supervisor holds no descriptor of {lock:?}: {held:?}"
+    );
+    // No process of the run has any descriptor into the state folder.
+    let mut pids: Vec<i32> = with_marker(&mark).iter().map(|p| p.pid).collect();
+    pids.push(leader);
+    for pid in pids {
+        let leaked: Vec<PathBuf> = fd_targets(pid)
+            .into_iter()
+            .filter(|t| t.starts_with(&state) || t.starts_with(&bg.state))
+            .collect();
+        assert!(
+            leaked.is_empty(),
+            "process {pid} of the run holds descriptors of the state folder: {leaked:?}"
+        );
+    }
+
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
+}
