@@ -130,6 +130,8 @@ fn racing_starts_never_exceed_background(sandbox: Sandbox) {
         let run = stopped_run(&stop(&mut serves[0], id));
         assert_eq!(run["state"], "stopped", "{run}");
         wait_gone(mark, Duration::from_secs(10));
+        // A run counts as running while its supervisor holds its lock.
+        wait_no_supervisor(id, Duration::from_secs(10));
     }
     for mark in &marks {
         wait_gone(mark, Duration::from_secs(5));

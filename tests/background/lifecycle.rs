@@ -314,14 +314,21 @@ fn bad_ids_touch_nothing(sandbox: Sandbox) {
         }
         let result = tool(&mut serve, name, json!({}), None);
         assert!(is_error(&result), "{name} without an id: {result}");
-        // A well-formed id that names no run.
+    }
+    assert_eq!(
+        snapshot(bg.setup.root.path()),
+        before,
+        "a malformed id touched the disk"
+    );
+    // A well-formed id that names no run: refused, and no stop request is left for it.
+    for name in ["read", "stop"] {
         let result = tool(&mut serve, name, json!({"id": "abcdefghijklmnop"}), None);
         assert!(is_error(&result), "{name} of an unknown id: {result}");
     }
     assert_eq!(
         snapshot(bg.setup.root.path()),
         before,
-        "a refused id touched the disk"
+        "a refused unknown id touched the disk"
     );
     // The server keeps serving.
     assert_eq!(listed(&mut serve, &id)["state"], "exited");
