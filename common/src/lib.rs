@@ -1,2 +1,147 @@
 //! Link Run's on-disk contract between `lnk-link-run` and `lnk-link-supervise`.
+//!
+//! The two binaries never call each other's code; they meet only on disk, in the **state
+//! folder** (`--state`) and in the output files under the **files folder** (`--files`). This
+//! crate is that meeting place: the names, the record, how it is written, the locks, the ids, and
+//! how files under the (agent-writable) files folder are opened. What follows is enough to
+//! implement the format from scratch.
+//!
+//! # The state folder
+//!
+//! Outside the files folder (no sandbox can write it), mode 0700, and on a **local** file system:
+//! `flock(2)` over NFS may hang or not exclude at all.
+//!
+//! | name | what |
+//! |---|---|
+//! | `start.lock` | exclusive flock held by a `start` while it counts running runs, creates the new run's lock and writes its record |
+//! | `<id>.json` | the run's record (below), replaced whole by rename, never edited in place |
+//! | `<id>.lock` | empty; exclusive flock held by the run's supervisor for its whole life |
+//! | `<id>.stop` | present (any content): the run is asked to stop |
+//! | `<id>.damaged` | a record a sweep could not read, moved aside for a person; never read by the programs |
+//! | `.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes |
+//!
+//! Other names are reported and left alone. `<id>` is a run id: 12 to 32 characters of `[a-z0-9]`
+//! (new ones: 20, random), checked before any path is built from it ([`id`]).
+//!
+//! # The output file
+//!
+//! `<files>/background/<id>.out` holds the run's stdout and stderr together. It holds the bytes
+//! `[dropped_bytes, dropped_bytes + length)` of everything the run wrote. Past the cap
+//! (`limits.output_cap_bytes`) the supervisor copies the newest half to
+//! `background/.tmp-<id>-<random>`, rewrites the record with `output.dropped_bytes` increased by
+//! the bytes cut and `output.file` naming the new file's device and inode, then renames the new
+//! file over `<id>.out`. A reader that opens a file whose identity is not `output.file` reloads
+//! the record (a rotation is under way or happened in between) and opens the file again, so it
+//! never reads at stale offsets; if the identities still differ after a few tries, the file is not the run's (the
+//! agent replaced it) and the reader says so rather than guess offsets. Every open under the
+//! files folder goes through a folder handle with `O_NOFOLLOW` at each step and checks for a
+//! regular file ([`safe_open`]).
+//!
+//! # The record, `<id>.json`
+//!
+//! UTF-8 JSON, one object ([`record::Record`]). Times are whole milliseconds since the Unix epoch
+//! (UTC), named `*_ms`; durations are milliseconds, sizes bytes; all are non-negative integers.
+//! Paths are strings (so they must be UTF-8). Readers must ignore fields they do not know, and
+//! writers that rewrite a record must keep them.
+//!
+//! ```json
+//! {
+//!   "version": 1,
+//!   "id": "k3v9x2m7q8w4n5p6r1t0",
+//!   "boot_id": "6b0c2a52-3f1e-4d8a-9c7b-5e4f3a2b1c0d",
+//!   "started_at_ms": 1714564800000,
+//!   "launch": {
+//!     "files": "/home/ada/work",
+//!     "sandbox": ["bwrap", "--die-with-parent", "--bind", "/home/ada/work", "/home/ada/work"],
+//!     "program": {"name": "cargo", "args": ["test", "--quiet"], "dir": "crates/app",
+//!                 "path": "/usr/bin/cargo", "cwd": "/home/ada/work/crates/app"},
+//!     "vars": {"DISPLAY": ":0"},
+//!     "limits": {"timeout_ms": 3600000, "output_cap_bytes": 1048576, "keep_ms": 86400000},
+//!     "thread": "th-42",
+//!     "hops": 1,
+//!     "tell_to": {"way_in": "/run/user/1000/lnk/way-in.sock", "agent": "ada",
+//!                 "keyring": "/home/ada/.config/lnk/keyring"}
+//!   },
+//!   "group": {"pgid": 41234, "leader_pid": 41234, "leader_start_time": 9876543},
+//!   "status": {"state": "exited", "ended_at_ms": 1714564805250, "exit": {"code": 0}},
+//!   "output": {"written_bytes": 3145728, "dropped_bytes": 2097152,
+//!              "file": {"dev": 2049, "ino": 1311768}},
+//!   "telling": {"told": true, "attempts": 1, "last_attempt_at_ms": 1714564805300}
+//! }
+//! ```
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `version` | the format version, 1. A reader refuses any other before reading on |
+//! | `id` | the run id; must equal the `<id>` of the file name |
+//! | `boot_id` | `/proc/sys/kernel/random/boot_id` (trimmed) at the start; pids below mean something only on this boot |
+//! | `started_at_ms` | when `start` wrote the record |
+//! | `launch` | what `start` decided; **never changes** afterwards |
+//! | `launch.files` | the files folder, canonical |
+//! | `launch.sandbox` | the sandbox command (after `--` on `serve`'s command line) |
+//! | `launch.program.name`, `.args`, `.dir` | the program, arguments and working folder as the agent gave them (`dir` relative to `files`, `.` by default) |
+//! | `launch.program.path`, `.cwd` | the program's executable found in `--programs-path`, and `dir` resolved to an absolute folder inside `files` |
+//! | `launch.vars` | variables passed as `/usr/bin/env NAME=VALUE…` (object, possibly empty) |
+//! | `launch.limits` | `timeout_ms` (`--background-timeout`), `output_cap_bytes` (`--background-output`), `keep_ms` (`--background-keep`) |
+//! | `launch.thread`, `.hops` | the conversation to tell, and the call's hops (the message carries `hops + 1`) |
+//! | `launch.tell_to` | `{way_in, agent, keyring}`: the way-in socket, the agent id (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the keyring folder; `null` without a way in (never told) |
+//! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate, which `exec`s the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1 |
+//! | `status` | `{"state": "running"}`, or `{"state": S, "ended_at_ms": T, "exit": E}` with `S` one of `exited` (ended by itself), `timed_out`, `stopped` (`<id>.stop`), `lost` (supervisor quit or died) and `E` one of `{"code": n}`, `{"signal": n}` or `null` (unknown; never for `exited`) |
+//! | `output.written_bytes` | everything the run wrote, dropped bytes included, as of the record's last write (exact once ended; while running, `dropped_bytes` + the file's length is the live figure) |
+//! | `output.dropped_bytes` | bytes cut from the file's start by rotations, in all; never more than `written_bytes` |
+//! | `output.file` | `{dev, ino}` of the output file `dropped_bytes` is for; `null` before it exists |
+//! | `telling.told` | set just **before** a try to tell; cleared only if the way in could not be reached (no socket, refused, timed out); an error answer stays told. So a run is told at most once |
+//! | `telling.attempts`, `.last_attempt_at_ms` | how many tries, and when the last began (`null`: none) |
+//!
+//! A sweep tells an ended, untold run that has `tell_to` while its end is at most ten minutes old
+//! ([`record::TELL_WINDOW`], [`record::Record::tell_due`]), and removes a run once its end is
+//! older than `keep_ms` and it is told, has no `tell_to`, or is past the ten minutes
+//! ([`record::Record::removable`]).
+//!
+//! # Writing a record
+//!
+//! Only the holder of the run's lock writes its record. It writes the whole record to
+//! `<state>/.tmp-<random>` (`O_CREAT|O_EXCL|O_CLOEXEC`, 0600), `fsync`s it, renames it over
+//! `<id>.json` and `fsync`s the folder ([`mod@write`]). Readers take no lock and never see a torn
+//! record.
+//!
+//! # The lock protocol
+//!
+//! The flock lives on `<id>.lock`, never on the record (a rename would put an unlocked inode
+//! under the record's name). `start` creates the lock file under a temporary name, takes its
+//! flock, and renames it to `<id>.lock` before the record exists — the rename keeps the locked
+//! inode — then hands the locked file to the supervisor as its stdin. Anyone may test a lock
+//! with a non-blocking flock on a new open of `<id>.lock`: held means the supervisor lives; free
+//! means it is gone, and the tester now holds it. A descriptor of the lock leaked into another
+//! process keeps a dead supervisor looking alive, so all descriptors are close-on-exec. Removing
+//! a run removes its lock file last, while holding it. Details: [`lock`].
+//!
+//! # Stopping
+//!
+//! Creating `<id>.stop` asks the run to stop; its supervisor polls for it, kills the group and
+//! records `stopped`.
+
 #![deny(missing_docs)]
+
+pub mod error;
+pub mod id;
+pub mod layout;
+pub mod lock;
+pub mod proc_info;
+pub mod record;
+pub mod safe_open;
+pub mod status;
+pub mod summary;
+pub mod time;
+pub mod vars;
+pub mod write;
+
+pub use error::{Error, Result};
+pub use id::{AgentId, RunId};
+pub use layout::StateDir;
+pub use lock::{LockGuard, LockState, StartLock};
+pub use proc_info::ProcessId;
+pub use record::Record;
+pub use status::{Exit, State, Status};
+pub use summary::RunSummary;
+pub use time::UnixMs;

@@ -1,0 +1,388 @@
+//! The errors of the on-disk contract.
+//!
+//! Every variant says what it was about — a path, a run id — and keeps the underlying cause as
+//! its `#[source]`, so a binary adds its own context once and prints the whole chain. Messages are
+//! lowercase fragments ("reading record /s/x.json"), meant to follow a caller's "while …: ".
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::id::RunId;
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the contract's operations.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A run id that breaks the id rules; nothing was built from it.
+    #[error("invalid run id {shown:?}: {problem}")]
+    InvalidRunId {
+        /// The offending text, cut to a readable length.
+        shown: String,
+        /// What is wrong with it.
+        problem: IdProblem,
+    },
+
+    /// An agent id that breaks the agent id rules.
+    #[error("invalid agent id {shown:?}: {problem}")]
+    InvalidAgentId {
+        /// The offending text, cut to a readable length.
+        shown: String,
+        /// What is wrong with it.
+        problem: IdProblem,
+    },
+
+    /// A process id that cannot name a process we may signal (0, 1 and negatives are special).
+    #[error("invalid process id {pid}: must be greater than 1")]
+    InvalidProcessId {
+        /// The value found.
+        pid: i64,
+    },
+
+    /// The system's random source failed.
+    #[error("getting random bytes")]
+    Random {
+        /// The cause.
+        #[source]
+        source: getrandom::Error,
+    },
+
+    /// A system call on a path failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: Op,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A rename failed.
+    #[error("renaming {} to {}", from.display(), to.display())]
+    Rename {
+        /// The old name.
+        from: PathBuf,
+        /// The new name.
+        to: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A record is not valid JSON of the expected shape.
+    #[error("parsing record {}", path.display())]
+    RecordParse {
+        /// The record's path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A record's `version` is one this build does not know.
+    #[error(
+        "record {} has format version {found}; this build reads and writes version {supported} only",
+        path.display()
+    )]
+    RecordVersion {
+        /// The record's path.
+        path: PathBuf,
+        /// The version in the file.
+        found: u32,
+        /// The version this build knows.
+        supported: u32,
+    },
+
+    /// A record parsed but says something impossible.
+    #[error("record {} is inconsistent: {problem}", path.display())]
+    RecordInvalid {
+        /// The record's path.
+        path: PathBuf,
+        /// What is wrong.
+        problem: RecordProblem,
+    },
+
+    /// A record could not be turned into JSON (for example a path that is not UTF-8).
+    #[error("serializing the record of run {id}")]
+    RecordSerialize {
+        /// The run.
+        id: RunId,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A run with this id already has a lock file, so it cannot be created again.
+    #[error("run {id} already exists ({} is present)", path.display())]
+    RunExists {
+        /// The run.
+        id: RunId,
+        /// The lock file found.
+        path: PathBuf,
+    },
+
+    /// A descriptor offered as a run's lock is not that run's lock file.
+    #[error("the descriptor offered is not the lock file {}", path.display())]
+    NotTheLock {
+        /// The lock file it should have been.
+        path: PathBuf,
+    },
+
+    /// A lock that should have been ours is held through another open file description.
+    #[error("lock {} is held by someone else", path.display())]
+    LockHeldElsewhere {
+        /// The lock file.
+        path: PathBuf,
+    },
+
+    /// A lock stayed held for longer than the caller would wait.
+    #[error("lock {} still held after {}", path.display(), humantime::format_duration(*waited))]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: Duration,
+    },
+
+    /// A symbolic link where the contract allows none.
+    #[error("refusing {}: it is a symbolic link", path.display())]
+    Symlink {
+        /// The path that is a link.
+        path: PathBuf,
+    },
+
+    /// Something other than a regular file where one is required.
+    #[error("refusing {}: it is a {kind}, not a regular file", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        kind: FileKind,
+    },
+
+    /// Something other than a folder where one is required.
+    #[error("refusing {}: it is not a folder", path.display())]
+    NotDirectory {
+        /// The path.
+        path: PathBuf,
+    },
+
+    /// A file we would write has other hard links, so writing it could change a file elsewhere.
+    #[error("refusing {}: it has {links} hard links", path.display())]
+    HardLinked {
+        /// The path.
+        path: PathBuf,
+        /// Its link count.
+        links: u64,
+    },
+
+    /// A name that must be a single plain component (no `/`, not `.` or `..`) is not.
+    #[error("{name:?} is not a plain file name")]
+    BadName {
+        /// The name, cut to a readable length.
+        name: String,
+    },
+
+    /// A `/proc` file did not have the expected shape.
+    #[error("parsing {}: {problem}", path.display())]
+    Proc {
+        /// The `/proc` file.
+        path: PathBuf,
+        /// What was wrong.
+        problem: &'static str,
+    },
+}
+
+impl Error {
+    /// Whether the root cause is "no such file or folder".
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            Error::Io { source, .. } | Error::Rename { source, .. } => {
+                source.kind() == io::ErrorKind::NotFound
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn io(op: Op, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// What is wrong with an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdProblem {
+    /// No characters at all.
+    #[error("it is empty")]
+    Empty,
+    /// Fewer characters than the minimum.
+    #[error("it has {len} characters, fewer than {min}")]
+    TooShort {
+        /// Its length.
+        len: usize,
+        /// The minimum.
+        min: usize,
+    },
+    /// More characters than the maximum.
+    #[error("it has {len} characters, more than {max}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// A character outside the allowed set.
+    #[error("character {ch:?} at position {at} is not allowed")]
+    BadChar {
+        /// The character.
+        ch: char,
+        /// Its position, counted in characters from 0.
+        at: usize,
+    },
+}
+
+/// What is inconsistent in a record that parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordProblem {
+    /// The `id` inside is not the id in the file name.
+    #[error("it names run {found}, but its file is for run {expected}")]
+    IdMismatch {
+        /// The id from the file name.
+        expected: RunId,
+        /// The id inside the record.
+        found: RunId,
+    },
+    /// More bytes dropped than written.
+    #[error("dropped_bytes {dropped} exceeds written_bytes {written}")]
+    DroppedOverWritten {
+        /// `output.dropped_bytes`.
+        dropped: u64,
+        /// `output.written_bytes`.
+        written: u64,
+    },
+    /// The boot id is empty.
+    #[error("boot_id is empty")]
+    EmptyBootId,
+}
+
+/// The operation an [`Error::Io`] was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Opening an existing file or folder.
+    Open,
+    /// Creating a file.
+    Create,
+    /// Creating a folder.
+    MakeDir,
+    /// Reading.
+    Read,
+    /// Writing.
+    Write,
+    /// `fsync`.
+    Sync,
+    /// Removing a name.
+    Remove,
+    /// `stat`/`fstat`.
+    Stat,
+    /// Taking or testing a flock.
+    Lock,
+    /// Listing a folder.
+    List,
+    /// Changing descriptor flags or duplicating a descriptor.
+    Descriptor,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Open => "opening",
+            Op::Create => "creating",
+            Op::MakeDir => "creating folder",
+            Op::Read => "reading",
+            Op::Write => "writing",
+            Op::Sync => "syncing",
+            Op::Remove => "removing",
+            Op::Stat => "inspecting",
+            Op::Lock => "locking",
+            Op::List => "listing",
+            Op::Descriptor => "setting up the descriptor of",
+        })
+    }
+}
+
+/// The kind of a file system object, for messages about the wrong kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A regular file.
+    Regular,
+    /// A folder.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A FIFO (named pipe).
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// Something that refuses to be opened and could not be told apart.
+    Special,
+}
+
+impl FileKind {
+    pub(crate) fn from_file_type(t: rustix::fs::FileType) -> Self {
+        use rustix::fs::FileType as T;
+        match t {
+            T::RegularFile => FileKind::Regular,
+            T::Directory => FileKind::Directory,
+            T::Symlink => FileKind::Symlink,
+            T::Fifo => FileKind::Fifo,
+            T::Socket => FileKind::Socket,
+            T::CharacterDevice => FileKind::CharDevice,
+            T::BlockDevice => FileKind::BlockDevice,
+            _ => FileKind::Special,
+        }
+    }
+}
+
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileKind::Regular => "regular file",
+            FileKind::Directory => "folder",
+            FileKind::Symlink => "symbolic link",
+            FileKind::Fifo => "fifo",
+            FileKind::Socket => "socket",
+            FileKind::CharDevice => "character device",
+            FileKind::BlockDevice => "block device",
+            FileKind::Special => "special file",
+        })
+    }
+}
+
+/// Cuts untrusted text to a length that reads well in a message.
+pub(crate) fn shown(text: &str) -> String {
+    const MAX_SHOWN: usize = 40;
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(MAX_SHOWN).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,363 @@
+//! The names of things: the state folder's files and the output file under the files folder.
+//!
+//! ```text
+//! <state>/start.lock            flock held while a start counts running runs and writes a record
+//! <state>/<id>.json             the record (see crate::record), replaced whole by rename
+//! <state>/<id>.lock             flock held by the run's supervisor for its whole life
+//! <state>/<id>.stop             present: the run is asked to stop (content ignored)
+//! <state>/<id>.damaged          a record a sweep could not read, moved aside for a person
+//! <state>/.tmp-<random>         a temporary file (record being written, lock being created)
+//! <files>/background/<id>.out   the run's output (stdout and stderr together)
+//! <files>/background/.tmp-<id>-<random>   the output's next version during a rotation
+//! ```
+//!
+//! Anything else in the state folder is reported by [`StateDir::list`] as malformed and left
+//! alone. Temporary files are recognised by their [`TEMP_PREFIX`]; one older than [`TEMP_GRACE`]
+//! is a crash's leftover and may be removed — a younger one may still be in use (a write or a lock
+//! creation takes microseconds, so the grace is generous).
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, DirBuilder};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Op};
+use crate::id::{RunId, random_token};
+
+/// The state folder's start lock.
+pub const START_LOCK: &str = "start.lock";
+/// Suffix of a record: `<id>.json`.
+pub const RECORD_SUFFIX: &str = ".json";
+/// Suffix of a run's lock file: `<id>.lock`.
+pub const LOCK_SUFFIX: &str = ".lock";
+/// Suffix of a run's stop request: `<id>.stop`.
+pub const STOP_SUFFIX: &str = ".stop";
+/// Suffix of a record moved aside by a sweep: `<id>.damaged`.
+pub const DAMAGED_SUFFIX: &str = ".damaged";
+/// Prefix of every temporary file, in the state folder and in `background/`.
+pub const TEMP_PREFIX: &str = ".tmp-";
+/// Age after which a temporary file is surely a leftover.
+pub const TEMP_GRACE: Duration = Duration::from_secs(60);
+/// The folder under the files folder that holds output files.
+pub const BACKGROUND_DIR: &str = "background";
+/// Suffix of an output file: `<id>.out`.
+pub const OUTPUT_SUFFIX: &str = ".out";
+
+/// Length of the random part of temporary names.
+const TEMP_RANDOM_LEN: usize = 20;
+
+/// The state folder: where records, locks and stop requests live.
+///
+/// It must be on a local file system: `flock` over NFS may hang or not exclude at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateDir {
+    path: PathBuf,
+}
+
+impl StateDir {
+    /// Names a state folder (nothing is checked or created).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        StateDir { path: path.into() }
+    }
+
+    /// Creates the folder (and its parents) if missing; a new state folder gets mode 0700.
+    pub fn create(&self) -> Result<(), Error> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.path)
+            .map_err(|e| Error::io(Op::MakeDir, &self.path, e))
+    }
+
+    /// The folder's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `<state>/start.lock`.
+    pub fn start_lock(&self) -> PathBuf {
+        self.path.join(START_LOCK)
+    }
+
+    /// `<state>/<id>.json`.
+    pub fn record(&self, id: &RunId) -> PathBuf {
+        self.path.join(record_file_name(id))
+    }
+
+    /// `<state>/<id>.lock`.
+    pub fn lock(&self, id: &RunId) -> PathBuf {
+        self.path.join(format!("{id}{LOCK_SUFFIX}"))
+    }
+
+    /// `<state>/<id>.stop`.
+    pub fn stop(&self, id: &RunId) -> PathBuf {
+        self.path.join(format!("{id}{STOP_SUFFIX}"))
+    }
+
+    /// `<state>/<id>.damaged`.
+    pub fn damaged(&self, id: &RunId) -> PathBuf {
+        self.path.join(format!("{id}{DAMAGED_SUFFIX}"))
+    }
+
+    /// A fresh temporary path, `<state>/.tmp-<random>`.
+    pub fn temp(&self) -> Result<PathBuf, Error> {
+        Ok(self.path.join(temp_name()?))
+    }
+
+    /// Asks run `id` to stop by creating `<id>.stop` (already present is fine).
+    pub fn request_stop(&self, id: &RunId) -> Result<(), Error> {
+        let path = self.stop(id);
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map(drop)
+            .map_err(|e| Error::io(Op::Create, path, e))
+    }
+
+    /// Whether `<id>.stop` exists.
+    pub fn stop_requested(&self, id: &RunId) -> Result<bool, Error> {
+        let path = self.stop(id);
+        match fs::symlink_metadata(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(Op::Stat, path, e)),
+        }
+    }
+
+    /// What the folder holds, by run. Never builds a path from a name that is not a valid id.
+    pub fn list(&self) -> Result<Listing, Error> {
+        let entries = fs::read_dir(&self.path).map_err(|e| Error::io(Op::List, &self.path, e))?;
+        let mut listing = Listing::default();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(Op::List, &self.path, e))?;
+            listing.add(&self.path, entry.file_name());
+        }
+        Ok(listing)
+    }
+}
+
+/// The contents of a state folder, sorted into runs, temporaries and names that fit no rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Every run that has at least one file, by id.
+    pub runs: BTreeMap<RunId, RunFiles>,
+    /// Temporary files (full paths): in use if young, leftovers if older than [`TEMP_GRACE`].
+    pub temporaries: Vec<PathBuf>,
+    /// Names that fit no rule (full paths); reported, never touched.
+    pub malformed: Vec<PathBuf>,
+    /// Whether `start.lock` exists.
+    pub start_lock: bool,
+}
+
+/// Which of a run's files exist in the state folder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunFiles {
+    /// `<id>.json`.
+    pub record: bool,
+    /// `<id>.lock`.
+    pub lock: bool,
+    /// `<id>.stop`.
+    pub stop: bool,
+    /// `<id>.damaged`.
+    pub damaged: bool,
+}
+
+impl Listing {
+    /// The ids that have a record, in id order.
+    pub fn record_ids(&self) -> impl Iterator<Item = &RunId> {
+        self.runs
+            .iter()
+            .filter(|(_, files)| files.record)
+            .map(|(id, _)| id)
+    }
+
+    fn add(&mut self, dir: &Path, name: OsString) {
+        let path = dir.join(&name);
+        let Some(text) = name.to_str() else {
+            self.malformed.push(path);
+            return;
+        };
+        if text == START_LOCK {
+            self.start_lock = true;
+            return;
+        }
+        if is_temp_name(&name) {
+            self.temporaries.push(path);
+            return;
+        }
+        let sorted = [
+            (RECORD_SUFFIX, Role::Record),
+            (LOCK_SUFFIX, Role::Lock),
+            (STOP_SUFFIX, Role::Stop),
+            (DAMAGED_SUFFIX, Role::Damaged),
+        ]
+        .into_iter()
+        .find_map(|(suffix, role)| {
+            let id = RunId::parse(text.strip_suffix(suffix)?).ok()?;
+            Some((id, role))
+        });
+        let Some((id, role)) = sorted else {
+            self.malformed.push(path);
+            return;
+        };
+        let files = self.runs.entry(id).or_default();
+        match role {
+            Role::Record => files.record = true,
+            Role::Lock => files.lock = true,
+            Role::Stop => files.stop = true,
+            Role::Damaged => files.damaged = true,
+        }
+    }
+}
+
+/// Which of a run's files a name is.
+#[derive(Clone, Copy)]
+enum Role {
+    Record,
+    Lock,
+    Stop,
+    Damaged,
+}
+
+/// `<id>.json`.
+pub fn record_file_name(id: &RunId) -> String {
+    format!("{id}{RECORD_SUFFIX}")
+}
+
+/// `<id>.out`, the output file's name inside `background/`.
+pub fn output_file_name(id: &RunId) -> String {
+    format!("{id}{OUTPUT_SUFFIX}")
+}
+
+/// `background/<id>.out`, the output file relative to the files folder (what `start` answers).
+pub fn output_relative_path(id: &RunId) -> PathBuf {
+    Path::new(BACKGROUND_DIR).join(output_file_name(id))
+}
+
+/// A fresh temporary name, `.tmp-<random>`.
+pub fn temp_name() -> Result<String, Error> {
+    Ok(format!("{TEMP_PREFIX}{}", random_token(TEMP_RANDOM_LEN)?))
+}
+
+/// A fresh name for a rotation's temporary file in `background/`: `.tmp-<id>-<random>`.
+pub fn rotation_temp_name(id: &RunId) -> Result<String, Error> {
+    Ok(format!(
+        "{}-{}",
+        rotation_temp_prefix(id),
+        random_token(TEMP_RANDOM_LEN)?
+    ))
+}
+
+/// `.tmp-<id>`: what every rotation temporary of run `id` starts with (followed by `-`).
+pub fn rotation_temp_prefix(id: &RunId) -> String {
+    format!("{TEMP_PREFIX}{id}")
+}
+
+/// Whether `name` is a temporary file's name.
+pub fn is_temp_name(name: &OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn names() {
+        let id = RunId::parse("abcdefghijkl").unwrap();
+        let state = StateDir::new("/s");
+        assert_eq!(state.record(&id), Path::new("/s/abcdefghijkl.json"));
+        assert_eq!(state.lock(&id), Path::new("/s/abcdefghijkl.lock"));
+        assert_eq!(state.stop(&id), Path::new("/s/abcdefghijkl.stop"));
+        assert_eq!(state.damaged(&id), Path::new("/s/abcdefghijkl.damaged"));
+        assert_eq!(state.start_lock(), Path::new("/s/start.lock"));
+        assert_eq!(
+            output_relative_path(&id),
+            Path::new("background/abcdefghijkl.out")
+        );
+        let temp = temp_name().unwrap();
+        assert!(is_temp_name(OsStr::new(&temp)), "{temp}");
+        assert_eq!(temp.len(), TEMP_PREFIX.len() + TEMP_RANDOM_LEN);
+        let rot = rotation_temp_name(&id).unwrap();
+        assert!(rot.starts_with(".tmp-abcdefghijkl-"), "{rot}");
+        assert!(is_temp_name(OsStr::new(&rot)));
+    }
+
+    #[test]
+    fn lists_runs_temporaries_and_malformed_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        for name in [
+            "start.lock",
+            "aaaaaaaaaaaa.json",
+            "aaaaaaaaaaaa.lock",
+            "bbbbbbbbbbbb.lock",
+            "bbbbbbbbbbbb.stop",
+            "cccccccccccc.damaged",
+            ".tmp-xyz",
+            "notes.txt",
+            "AAAAAAAAAAAA.json",
+            "../x.json",
+            "short.json",
+        ] {
+            if name.contains('/') {
+                continue;
+            }
+            fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let listing = state.list().unwrap();
+        let a = RunId::parse("aaaaaaaaaaaa").unwrap();
+        let b = RunId::parse("bbbbbbbbbbbb").unwrap();
+        let c = RunId::parse("cccccccccccc").unwrap();
+        assert!(listing.start_lock);
+        assert_eq!(
+            listing.runs[&a],
+            RunFiles {
+                record: true,
+                lock: true,
+                ..RunFiles::default()
+            }
+        );
+        assert_eq!(
+            listing.runs[&b],
+            RunFiles {
+                lock: true,
+                stop: true,
+                ..RunFiles::default()
+            }
+        );
+        assert!(listing.runs[&c].damaged);
+        assert_eq!(listing.record_ids().collect::<Vec<_>>(), vec![&a]);
+        assert_eq!(listing.temporaries, vec![dir.path().join(".tmp-xyz")]);
+        let mut malformed = listing.malformed.clone();
+        malformed.sort();
+        assert_eq!(
+            malformed,
+            vec![
+                dir.path().join("AAAAAAAAAAAA.json"),
+                dir.path().join("notes.txt"),
+                dir.path().join("short.json"),
+            ]
+        );
+    }
+
+    #[test]
+    fn stop_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path().join("nested/state"));
+        state.create().unwrap();
+        let id = RunId::generate().unwrap();
+        assert!(!state.stop_requested(&id).unwrap());
+        state.request_stop(&id).unwrap();
+        state.request_stop(&id).unwrap();
+        assert!(state.stop_requested(&id).unwrap());
+    }
+}

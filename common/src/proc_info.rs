@@ -1,0 +1,248 @@
+//! What `/proc` says about the machine and its processes: the boot id and a process's start time.
+//!
+//! Together they make a process identity that survives pid reuse: a pid names the same process
+//! only if the machine has not rebooted (same boot id) and the process now at that pid started
+//! at the same clock tick as the one recorded. A sweep kills a dead supervisor's process group
+//! only when its leader is that same process, or gone ([`check_process`]).
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Op};
+
+/// Where Linux gives the boot id: a UUID that changes at every boot.
+pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The field of `/proc/<pid>/stat` that holds `starttime` (1-based, as `proc(5)` counts).
+const STARTTIME_FIELD: usize = 22;
+/// The first field after the `(comm)` field is field 3 (`state`).
+const FIRST_FIELD_AFTER_COMM: usize = 3;
+
+/// A process (or process group) id that may be signalled: greater than 1.
+///
+/// 0, -1 and negatives mean "my group", "everyone" and "a group" to `kill(2)`, and 1 is init; a
+/// record can never carry one of them, so `kill(-pgid)` on a loaded record cannot go wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "i64", into = "i64")]
+pub struct ProcessId(i32);
+
+impl ProcessId {
+    /// Checks `pid` is greater than 1 (and fits a `pid_t`).
+    pub fn new(pid: i64) -> Result<Self, Error> {
+        match i32::try_from(pid) {
+            Ok(p) if p > 1 => Ok(ProcessId(p)),
+            _ => Err(Error::InvalidProcessId { pid }),
+        }
+    }
+
+    /// The calling process.
+    pub fn this() -> Result<Self, Error> {
+        Self::new(i64::from(rustix::process::getpid().as_raw_nonzero().get()))
+    }
+
+    /// The raw value.
+    pub fn get(self) -> i32 {
+        self.0
+    }
+}
+
+impl TryFrom<i64> for ProcessId {
+    type Error = Error;
+    fn try_from(pid: i64) -> Result<Self, Error> {
+        ProcessId::new(pid)
+    }
+}
+
+impl From<ProcessId> for i64 {
+    fn from(pid: ProcessId) -> i64 {
+        i64::from(pid.0)
+    }
+}
+
+impl std::fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// This boot's id, trimmed (e.g. `6b0c2a52-…`).
+pub fn boot_id() -> Result<String, Error> {
+    let text =
+        fs::read_to_string(BOOT_ID_PATH).map_err(|e| Error::io(Op::Read, BOOT_ID_PATH, e))?;
+    let id = text.trim();
+    if id.is_empty() {
+        return Err(Error::Proc {
+            path: BOOT_ID_PATH.into(),
+            problem: "it is empty",
+        });
+    }
+    Ok(id.to_owned())
+}
+
+/// The start time of process `pid`, in clock ticks after boot (`/proc/<pid>/stat` field 22);
+/// `None` when there is no such process.
+///
+/// Only ever compared for equality, so the tick length does not matter. A zombie still has its
+/// start time.
+pub fn start_time(pid: ProcessId) -> Result<Option<u64>, Error> {
+    let path = PathBuf::from(format!("/proc/{pid}/stat"));
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        // ESRCH: the process went away between open and read.
+        Err(e)
+            if e.kind() == ErrorKind::NotFound
+                || e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::io(Op::Read, path, e)),
+    };
+    parse_start_time(&text).map(Some).ok_or(Error::Proc {
+        path,
+        problem: "no starttime field after the command name",
+    })
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line.
+///
+/// The command name (field 2) is in parentheses and may itself hold spaces and parentheses
+/// (`(a) b (c)`), so the fields are counted from the **last** `)`.
+pub fn parse_start_time(stat: &str) -> Option<u64> {
+    let (_, after_comm) = stat.rsplit_once(')')?;
+    after_comm
+        .split_ascii_whitespace()
+        .nth(STARTTIME_FIELD - FIRST_FIELD_AFTER_COMM)?
+        .parse()
+        .ok()
+}
+
+/// What is at a recorded pid now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// The recorded process (same start time), still there (maybe as a zombie).
+    Same,
+    /// Another process that got the pid since: never signal it.
+    Other,
+    /// No process has that pid.
+    Gone,
+}
+
+/// Whether the process recorded as (`pid`, `recorded_start`) is still the one at `pid`.
+///
+/// Meaningful only on the boot that recorded it: compare boot ids first.
+pub fn check_process(pid: ProcessId, recorded_start: u64) -> Result<Liveness, Error> {
+    Ok(match start_time(pid)? {
+        None => Liveness::Gone,
+        Some(t) if t == recorded_start => Liveness::Same,
+        Some(_) => Liveness::Other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::process::Command;
+
+    use super::*;
+
+    const STAT_TAIL: &str =
+        "S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 424242 20 21 22 23 24 25\n";
+
+    #[test]
+    fn parses_a_plain_stat_line() {
+        assert_eq!(
+            parse_start_time(&format!("1234 (sleep) {STAT_TAIL}")),
+            Some(424242)
+        );
+    }
+
+    #[test]
+    fn parses_a_command_name_with_spaces_and_parentheses() {
+        for comm in ["(a b)", "(x) y (z)", "((()", "())) S 9 9"] {
+            let line = format!("77 ({comm}) {STAT_TAIL}");
+            assert_eq!(parse_start_time(&line), Some(424242), "{line}");
+        }
+    }
+
+    #[test]
+    fn refuses_truncated_lines() {
+        assert_eq!(parse_start_time("12 (x) S 1 2"), None);
+        assert_eq!(parse_start_time("no parenthesis"), None);
+        assert_eq!(parse_start_time(""), None);
+    }
+
+    #[test]
+    fn boot_id_is_stable_and_trimmed() {
+        let id = boot_id().unwrap();
+        assert_eq!(id, boot_id().unwrap());
+        assert_eq!(id.trim(), id);
+        assert_eq!(id.len(), 36, "{id}");
+    }
+
+    #[test]
+    fn this_process_has_a_stable_start_time() {
+        let me = ProcessId::this().unwrap();
+        let t = start_time(me).unwrap().unwrap();
+        assert_eq!(start_time(me).unwrap(), Some(t));
+        assert_eq!(check_process(me, t).unwrap(), Liveness::Same);
+        assert_eq!(check_process(me, t + 1).unwrap(), Liveness::Other);
+    }
+
+    #[test]
+    fn a_reaped_child_is_gone() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = ProcessId::new(i64::from(child.id())).unwrap();
+        child.wait().unwrap();
+        // Reaped: the pid is free. (Reuse within this instant would need the whole pid space to
+        // wrap; if it happened the answer would be Other, never Same.)
+        assert_ne!(check_process(pid, 0).unwrap(), Liveness::Same);
+        assert_eq!(start_time(pid).unwrap(), None);
+    }
+
+    #[test]
+    fn a_child_with_a_strange_name_is_read_correctly() {
+        let dir = tempfile::tempdir().unwrap();
+        let strange = dir.path().join("a) b (c");
+        std::os::unix::fs::symlink("/bin/sleep", &strange).unwrap();
+        let mut child = Command::new(&strange).arg("30").spawn().unwrap();
+        let pid = ProcessId::new(i64::from(child.id())).unwrap();
+        // Wait (toward a deadline) until the exec shows the strange name in the stat line.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let stat_path = format!("/proc/{pid}/stat");
+        let line = loop {
+            let line = fs::read_to_string(&stat_path).unwrap();
+            if line.contains("(a) b (c)") || std::time::Instant::now() > deadline {
+                break line;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let t = start_time(pid).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(line.contains("(a) b (c)"), "{line}");
+        assert_eq!(t, parse_start_time(&line));
+        assert!(t.is_some());
+        assert_eq!(start_time(pid).unwrap(), None);
+    }
+
+    #[test]
+    fn special_pids_are_refused() {
+        for pid in [-1, 0, 1, i64::from(i32::MAX) + 1] {
+            assert!(
+                matches!(ProcessId::new(pid), Err(Error::InvalidProcessId { .. })),
+                "{pid}"
+            );
+        }
+        assert_eq!(ProcessId::new(2).unwrap().get(), 2);
+        assert!(serde_json::from_str::<ProcessId>("1").is_err());
+        assert!(serde_json::from_str::<ProcessId>("-5").is_err());
+        assert_eq!(
+            serde_json::from_str::<ProcessId>("4321").unwrap().get(),
+            4321
+        );
+    }
+}

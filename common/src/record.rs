@@ -1,0 +1,366 @@
+//! The run record, `<state>/<id>.json`: everything a run needs, and everything a sweep needs to
+//! clean up after it.
+//!
+//! The record is plain serde data. What `start` decided (the [`Launch`]) never changes; what
+//! happened since (the [`Group`], the [`Status`], the [`Output`] counters, the [`Telling`]) is
+//! updated by whoever holds the run's lock (see [`crate::lock`]), each time by writing the whole
+//! record anew ([`crate::write`]). See the crate docs for the JSON, field by field.
+//!
+//! # Versions
+//!
+//! `version` is 1. A reader refuses any other version with [`Error::RecordVersion`], before
+//! looking at anything else. Within version 1, a field may be added only if old readers can
+//! ignore it (they do: unknown fields are kept in [`Record::unknown`] and written back
+//! unchanged, so an old writer does not drop them either) and new readers can do without it
+//! (`#[serde(default)]`). Any change of an existing field's meaning is version 2.
+
+use std::fs;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Op, RecordProblem};
+use crate::id::{AgentId, RunId};
+use crate::layout::{StateDir, record_file_name};
+use crate::proc_info::ProcessId;
+use crate::status::Status;
+use crate::time::UnixMs;
+use crate::vars::Vars;
+use crate::write::{Durability, write_whole};
+
+/// The record format version this build reads and writes.
+pub const RECORD_VERSION: u32 = 1;
+
+/// How long after its end a run that was not told is still retried (by each sweep).
+pub const TELL_WINDOW: Duration = Duration::from_secs(10 * 60);
+
+/// The program `start` puts before the program when variables are given (the sandbox clears the
+/// environment): `<sandbox> -- /usr/bin/env NAME=VALUE... <program path> <args>`.
+pub const ENV_PROGRAM: &str = "/usr/bin/env";
+
+/// A run record (format version 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Always [`RECORD_VERSION`].
+    pub version: u32,
+    /// The run's id; the same as in the file's name.
+    pub id: RunId,
+    /// `/proc/sys/kernel/random/boot_id` when the run started: pids mean nothing on another boot.
+    pub boot_id: String,
+    /// When `start` wrote the record.
+    pub started_at_ms: UnixMs,
+    /// What to run, and the limits: fixed at start.
+    pub launch: Launch,
+    /// The run's process group, once the supervisor has started it (`null` until then).
+    pub group: Option<Group>,
+    /// Running, or how it ended.
+    pub status: Status,
+    /// The output file's counters.
+    pub output: Output,
+    /// Whether the run's end has been told.
+    pub telling: Telling,
+    /// Fields this build does not know (written by a newer one), kept so a rewrite keeps them.
+    #[serde(flatten)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What `start` decided; never changes afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// The files folder, canonical (absolute, no links).
+    pub files: PathBuf,
+    /// The sandbox command: what comes after `--` on `serve`'s command line.
+    pub sandbox: Vec<String>,
+    /// The program, as the agent named it and as it was resolved.
+    pub program: Program,
+    /// Variables passed through `/usr/bin/env` (`--var`); empty for none.
+    pub vars: Vars,
+    /// The limits in force.
+    pub limits: Limits,
+    /// The conversation (`_meta["link.local/thread"]`) to tell at the end.
+    pub thread: String,
+    /// The call's hops (`_meta["link.local/hops"]`); the message at the end carries `hops + 1`.
+    pub hops: u32,
+    /// Where and as whom to tell the end; `null` when `serve` had no way in (never told).
+    pub tell_to: Option<TellTo>,
+}
+
+/// The program of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Program {
+    /// The name the agent gave (a bare name from the `--program` list).
+    pub name: String,
+    /// The arguments the agent gave.
+    pub args: Vec<String>,
+    /// The working folder the agent gave, relative to the files folder (`.` by default).
+    pub dir: String,
+    /// The executable found for `name` in `--programs-path` (absolute).
+    pub path: PathBuf,
+    /// `dir` resolved: the absolute, canonical working folder, inside `files`.
+    pub cwd: PathBuf,
+}
+
+/// A run's limits, as integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// `--background-timeout`: the group is killed this long after the start (milliseconds).
+    pub timeout_ms: u64,
+    /// `--background-output`: the output file's cap (bytes).
+    pub output_cap_bytes: u64,
+    /// `--background-keep`: how long an ended run is kept (milliseconds).
+    pub keep_ms: u64,
+}
+
+/// Where and as whom to tell a run's end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TellTo {
+    /// The way in: the bridge's Unix stream socket (`--way-in`).
+    pub way_in: PathBuf,
+    /// The agent the message is signed as (`--as`).
+    pub agent: AgentId,
+    /// The keyring folder holding `<agent>.key` (`--keyring`, or its default resolved at start).
+    pub keyring: PathBuf,
+}
+
+/// The run's process group, as the supervisor recorded it before opening the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    /// The process group id (the gate process made itself the group's leader).
+    pub pgid: ProcessId,
+    /// The leader's pid (the gate, which becomes the sandbox by `exec`).
+    pub leader_pid: ProcessId,
+    /// The leader's start time: `/proc/<pid>/stat` field 22, clock ticks after boot.
+    pub leader_start_time: u64,
+}
+
+/// The output file's counters.
+///
+/// The file holds the bytes `[dropped_bytes, dropped_bytes + its length)` of everything the run
+/// wrote. While the run writes, the live total is `dropped_bytes` + the file's length; the record
+/// is rewritten at each rotation and at the end, when `written_bytes` is exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Output {
+    /// Bytes the run wrote in all, dropped ones included (as of the record's last write).
+    pub written_bytes: u64,
+    /// Bytes cut from the file's start by rotations, in all.
+    pub dropped_bytes: u64,
+    /// The file that `dropped_bytes` is for; `null` before the file exists. A reader that opens a
+    /// file with another identity reloads the record (a rotation happened since).
+    pub file: Option<FileId>,
+}
+
+/// A file's identity: device and inode numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileId {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+/// Whether the end was told, and the tries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Telling {
+    /// Set just before a try and cleared only when the way in could not be reached, so a run is
+    /// told at most once by a successful try.
+    pub told: bool,
+    /// How many tries were made.
+    pub attempts: u32,
+    /// When the last try began.
+    pub last_attempt_at_ms: Option<UnixMs>,
+}
+
+impl Record {
+    /// A new record for a run about to start: running, no group, nothing written, untold.
+    pub fn new(id: RunId, boot_id: String, started_at_ms: UnixMs, launch: Launch) -> Self {
+        Record {
+            version: RECORD_VERSION,
+            id,
+            boot_id,
+            started_at_ms,
+            launch,
+            group: None,
+            status: Status::Running,
+            output: Output::default(),
+            telling: Telling::default(),
+            unknown: serde_json::Map::new(),
+        }
+    }
+
+    /// Reads and checks `<state>/<id>.json`.
+    pub fn load(state: &StateDir, id: &RunId) -> Result<Self, Error> {
+        let path = state.record(id);
+        let bytes = fs::read(&path).map_err(|e| Error::io(Op::Read, &path, e))?;
+        let record = Self::from_json(&bytes, &path)?;
+        if record.id != *id {
+            return Err(Error::RecordInvalid {
+                path,
+                problem: RecordProblem::IdMismatch {
+                    expected: id.clone(),
+                    found: record.id,
+                },
+            });
+        }
+        Ok(record)
+    }
+
+    /// Parses and checks a record's bytes; `path` is for messages.
+    ///
+    /// The version is checked first, so a newer format is refused as such rather than as
+    /// malformed.
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<Self, Error> {
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            version: u32,
+        }
+        let parse_error = |source| Error::RecordParse {
+            path: path.to_owned(),
+            source,
+        };
+        let VersionOnly { version } = serde_json::from_slice(bytes).map_err(parse_error)?;
+        if version != RECORD_VERSION {
+            return Err(Error::RecordVersion {
+                path: path.to_owned(),
+                found: version,
+                supported: RECORD_VERSION,
+            });
+        }
+        let record: Record = serde_json::from_slice(bytes).map_err(parse_error)?;
+        record.check(path)?;
+        Ok(record)
+    }
+
+    /// The record as JSON (pretty, ending with a newline), after checking it.
+    pub fn to_json(&self) -> Result<Vec<u8>, Error> {
+        let path = Path::new(&self.id.to_string()).with_extension("json");
+        self.check(&path)?;
+        let mut bytes =
+            serde_json::to_vec_pretty(self).map_err(|source| Error::RecordSerialize {
+                id: self.id.clone(),
+                source,
+            })?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+
+    /// Writes `<state>/<id>.json` whole and durably. The caller must hold the run's lock.
+    pub fn store(&self, state: &StateDir) -> Result<(), Error> {
+        self.store_with(state, Durability::Durable)
+    }
+
+    /// [`store`](Self::store) with a choice of durability.
+    pub fn store_with(&self, state: &StateDir, durability: Durability) -> Result<(), Error> {
+        let bytes = self.to_json()?;
+        write_whole(
+            state.path(),
+            &record_file_name(&self.id),
+            &bytes,
+            durability,
+        )
+    }
+
+    /// Whether a sweep should try to tell this run now: it ended, has a way in, is not told, and
+    /// ended no more than [`TELL_WINDOW`] before `now`.
+    pub fn tell_due(&self, now: UnixMs) -> bool {
+        match self.status.ended_at() {
+            Some(ended) => {
+                self.launch.tell_to.is_some()
+                    && !self.telling.told
+                    && now.saturating_since(ended) <= TELL_WINDOW
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a sweep may remove this run: it ended more than its keep before `now`, and it
+    /// was told, or has no one to tell, or is past the [`TELL_WINDOW`].
+    pub fn removable(&self, now: UnixMs) -> bool {
+        let Some(ended) = self.status.ended_at() else {
+            return false;
+        };
+        let age = now.saturating_since(ended);
+        let done_telling = self.telling.told || self.launch.tell_to.is_none() || age > TELL_WINDOW;
+        age > self.launch.limits.keep() && done_telling
+    }
+
+    fn check(&self, path: &Path) -> Result<(), Error> {
+        let invalid = |problem| Error::RecordInvalid {
+            path: path.to_owned(),
+            problem,
+        };
+        if self.version != RECORD_VERSION {
+            return Err(Error::RecordVersion {
+                path: path.to_owned(),
+                found: self.version,
+                supported: RECORD_VERSION,
+            });
+        }
+        if self.boot_id.trim().is_empty() {
+            return Err(invalid(RecordProblem::EmptyBootId));
+        }
+        if self.output.dropped_bytes > self.output.written_bytes {
+            return Err(invalid(RecordProblem::DroppedOverWritten {
+                dropped: self.output.dropped_bytes,
+                written: self.output.written_bytes,
+            }));
+        }
+        Ok(())
+    }
+}
+
+impl Launch {
+    /// The full command line the run executes:
+    /// `<sandbox>... -- [/usr/bin/env NAME=VALUE...] <program path> <args>...`.
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv = self.sandbox.clone();
+        argv.push("--".to_owned());
+        if !self.vars.is_empty() {
+            argv.push(ENV_PROGRAM.to_owned());
+            argv.extend(
+                self.vars
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}")),
+            );
+        }
+        argv.push(self.program.path.to_string_lossy().into_owned());
+        argv.extend(self.program.args.iter().cloned());
+        argv
+    }
+}
+
+impl Limits {
+    /// The timeout as a `Duration`.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// The keep as a `Duration`.
+    pub fn keep(&self) -> Duration {
+        Duration::from_millis(self.keep_ms)
+    }
+}
+
+impl FileId {
+    /// The identity of an open file.
+    pub fn of(file: &impl AsFd) -> Result<Self, Error> {
+        let stat =
+            rustix::fs::fstat(file.as_fd()).map_err(|e| Error::io(Op::Stat, "<open file>", e))?;
+        Ok(Self::from_stat(&stat))
+    }
+
+    /// The identity in a `stat` result.
+    // st_dev and st_ino are u64 on some targets and narrower on others.
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    pub fn from_stat(stat: &rustix::fs::Stat) -> Self {
+        FileId {
+            dev: stat.st_dev as u64,
+            ino: stat.st_ino as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "record_tests.rs"]
+mod tests;

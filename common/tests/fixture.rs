@@ -1,0 +1,162 @@
+//! Records checked in as files must keep parsing, with the same meaning, in every later build.
+//!
+//! `tests/data/record-v1*.json` were written by hand from the format described in the crate
+//! docs. If a test here fails, the format drifted: bump the record's version instead, and add a
+//! fixture for the new one beside these.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use lnk_common::record::{FileId, Group, Limits, Program, TellTo, Telling};
+use lnk_common::{AgentId, Exit, ProcessId, Record, RunId, State, StateDir, Status, UnixMs};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn load_fixture(name: &str, id: &str) -> Record {
+    // Load it the way the binaries do: from a state folder, by id.
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path());
+    let id = RunId::parse(id).unwrap();
+    std::fs::copy(data(name), state.record(&id)).unwrap();
+    Record::load(&state, &id).unwrap()
+}
+
+#[test]
+fn ended_told_record_v1() {
+    let r = load_fixture("record-v1.json", "k3v9x2m7q8w4n5p6r1t0");
+    assert_eq!(r.version, 1);
+    assert_eq!(r.id.as_str(), "k3v9x2m7q8w4n5p6r1t0");
+    assert_eq!(r.boot_id, "6b0c2a52-3f1e-4d8a-9c7b-5e4f3a2b1c0d");
+    assert_eq!(r.started_at_ms, UnixMs(1_714_564_800_000));
+
+    let l = &r.launch;
+    assert_eq!(l.files, Path::new("/home/ada/work"));
+    assert_eq!(
+        l.sandbox,
+        [
+            "bwrap",
+            "--die-with-parent",
+            "--bind",
+            "/home/ada/work",
+            "/home/ada/work"
+        ]
+    );
+    assert_eq!(
+        l.program,
+        Program {
+            name: "cargo".into(),
+            args: vec!["test".into(), "--quiet".into()],
+            dir: "crates/app".into(),
+            path: "/usr/bin/cargo".into(),
+            cwd: "/home/ada/work/crates/app".into(),
+        }
+    );
+    assert_eq!(l.vars.iter().collect::<Vec<_>>(), [("DISPLAY", ":0")]);
+    assert_eq!(
+        l.limits,
+        Limits {
+            timeout_ms: 3_600_000,
+            output_cap_bytes: 1_048_576,
+            keep_ms: 86_400_000,
+        }
+    );
+    assert_eq!(l.limits.timeout().as_secs(), 3600);
+    assert_eq!(l.thread, "th-42");
+    assert_eq!(l.hops, 1);
+    assert_eq!(
+        l.tell_to,
+        Some(TellTo {
+            way_in: "/run/user/1000/lnk/way-in.sock".into(),
+            agent: AgentId::parse("ada").unwrap(),
+            keyring: "/home/ada/.config/lnk/keyring".into(),
+        })
+    );
+
+    assert_eq!(
+        r.group,
+        Some(Group {
+            pgid: ProcessId::new(41234).unwrap(),
+            leader_pid: ProcessId::new(41234).unwrap(),
+            leader_start_time: 9_876_543,
+        })
+    );
+    assert_eq!(
+        r.status,
+        Status::Exited {
+            ended_at_ms: UnixMs(1_714_564_805_250),
+            exit: Exit::Code(0),
+        }
+    );
+    assert_eq!(r.output.written_bytes, 3_145_728);
+    assert_eq!(r.output.dropped_bytes, 2_097_152);
+    assert_eq!(
+        r.output.file,
+        Some(FileId {
+            dev: 2049,
+            ino: 1_311_768
+        })
+    );
+    assert_eq!(
+        r.telling,
+        Telling {
+            told: true,
+            attempts: 1,
+            last_attempt_at_ms: Some(UnixMs(1_714_564_805_300)),
+        }
+    );
+    assert!(r.unknown.is_empty());
+
+    let s = r.summary();
+    assert_eq!(s.state, State::Exited);
+    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.started_at, "2024-05-01T12:00:00.000Z");
+    assert_eq!(s.ended_at.as_deref(), Some("2024-05-01T12:00:05.250Z"));
+}
+
+#[test]
+fn running_record_v1_with_nulls() {
+    let r = load_fixture("record-v1-running.json", "a0b1c2d3e4f5g6h7i8j9");
+    assert_eq!(r.status, Status::Running);
+    assert_eq!(r.status.ended_at(), None);
+    assert_eq!(r.group, None);
+    assert_eq!(r.launch.tell_to, None);
+    assert!(r.launch.vars.is_empty());
+    assert_eq!(r.output.file, None);
+    assert_eq!(r.telling, Telling::default());
+    assert_eq!(r.launch.argv(), ["bwrap", "--", "/usr/bin/sleep", "600"]);
+}
+
+#[test]
+fn fixtures_survive_a_rewrite_unchanged_in_meaning() {
+    for name in ["record-v1.json", "record-v1-running.json"] {
+        let bytes = std::fs::read(data(name)).unwrap();
+        let r = Record::from_json(&bytes, &data(name)).unwrap();
+        let original: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let rewritten: serde_json::Value = serde_json::from_slice(&r.to_json().unwrap()).unwrap();
+        assert_eq!(rewritten, original, "{name}");
+    }
+}
+
+/// The JSON example in the crate docs is the fixture: the documentation cannot drift either.
+#[test]
+fn the_documented_example_is_the_fixture() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let docs: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let start = docs.find("```json\n").unwrap() + "```json\n".len();
+    let end = start + docs[start..].find("```").unwrap();
+    let documented: serde_json::Value = serde_json::from_str(&docs[start..end]).unwrap();
+    let fixture: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data("record-v1.json")).unwrap()).unwrap();
+    assert_eq!(documented, fixture);
+}
