@@ -32,8 +32,12 @@
 //! the bytes cut and `output.file` naming the new file's device and inode, then renames the new
 //! file over `<id>.out`. A reader that opens a file whose identity is not `output.file` reloads
 //! the record (a rotation is under way or happened in between) and opens the file again, so it
-//! never reads at stale offsets; if the identities still differ after a few tries, the file is not the run's (the
-//! agent replaced it) and the reader says so rather than guess offsets. Every open under the
+//! never reads at stale offsets; if the identities still differ after a few tries, the file is
+//! not the run's (the agent replaced it) and the reader says so rather than guess offsets.
+//! Inode numbers are reused, so a newer file may carry an older one's identity: after reading,
+//! the reader loads the record once more, and only a record with the same `output.file` and
+//! `dropped_bytes` (each rotation raises it) proves the bytes were read at the right offsets.
+//! Every open under the
 //! files folder goes through a folder handle with `O_NOFOLLOW` at each step and checks for a
 //! regular file ([`safe_open`]).
 //!

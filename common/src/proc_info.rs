@@ -141,6 +141,50 @@ pub fn check_process(pid: ProcessId, recorded_start: u64) -> Result<Liveness, Er
     })
 }
 
+/// Whether process group `pgid` has a member that is not a zombie.
+///
+/// `kill(-pgid, 0)` answers quickly but counts zombies too: members killed together with
+/// their parent stay in the group until whoever inherited them reaps them, which some init
+/// processes do late. So when it says "members", `/proc` is read to see whether any of them
+/// still runs. When `/proc` cannot be read, the group is taken to live (so that it gets killed
+/// rather than forgotten).
+pub fn group_has_running_members(pgid: ProcessId) -> bool {
+    let Some(group) = rustix::process::Pid::from_raw(pgid.get()) else {
+        return false;
+    };
+    if rustix::process::test_kill_process_group(group).is_err() {
+        return false;
+    }
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        fs::read(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| running_in_group(&stat, pgid.get()))
+            .unwrap_or(false)
+    })
+}
+
+/// From a `/proc/<pid>/stat` line: whether the process runs (is not a zombie) in group
+/// `wanted`. Fields are read after the last `)`, since the command name may hold anything.
+pub fn running_in_group(stat: &[u8], wanted: i32) -> Option<bool> {
+    let after = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&stat[after + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?;
+    let _ppid = fields.next()?;
+    let pgrp: i32 = fields.next()?.parse().ok()?;
+    Some(pgrp == wanted && state != "Z" && state != "X")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -244,5 +288,28 @@ mod tests {
             serde_json::from_str::<ProcessId>("4321").unwrap().get(),
             4321
         );
+    }
+
+    #[test]
+    fn reads_group_membership_after_the_name() {
+        let stat = b"42 (a) b (c)) S 1 77 77 0 -1";
+        assert_eq!(running_in_group(stat, 77), Some(true));
+        assert_eq!(running_in_group(stat, 78), Some(false));
+        assert_eq!(running_in_group(b"42 (x) Z 1 77 77 0", 77), Some(false));
+    }
+
+    #[test]
+    fn sees_a_live_group_and_not_a_gone_one() {
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = ProcessId::new(i64::from(child.id())).unwrap();
+        assert!(group_has_running_members(pgid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!group_has_running_members(pgid));
     }
 }
