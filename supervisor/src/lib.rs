@@ -1,0 +1,122 @@
+//! Link Run's supervisor, `lnk-link-supervise`: it runs background runs to their end
+//! ([`supervise`], through [`gate`]), keeps their output under its cap ([`output`]), tells
+//! the agent's conversation when they end ([`tell`], signed with [`keyring`]), and cleans up
+//! after crashes.
+
+pub mod gate;
+pub mod group;
+pub mod keyring;
+pub mod output;
+pub mod reclaim;
+pub mod stop_all;
+pub mod supervise;
+pub mod sweep;
+pub mod tell;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// `lnk-link-supervise`: supervises Link Run's background runs.
+#[derive(Debug, Parser)]
+#[command(name = "lnk-link-supervise", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Supervise run <ID> (started by `lnk-link-run`, with the run's locked lock file as stdin).
+    Supervise {
+        /// The run's id.
+        id: String,
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state: PathBuf,
+    },
+    /// Wait on stdin for the supervisor to open the gate, then become the sandbox.
+    #[command(hide = true)]
+    Gate {
+        /// The sandbox and what it runs.
+        #[arg(last = true, required = true)]
+        argv: Vec<OsString>,
+    },
+    /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
+    Sweep {
+        /// The state folder.
+        state: PathBuf,
+    },
+    /// Stop every run of a state folder and wait until each has ended.
+    Stop {
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state: PathBuf,
+    },
+    /// Stop every run of a state folder, then remove all its files and the folder.
+    Remove {
+        /// The state folder.
+        #[arg(long, value_name = "DIR")]
+        state: PathBuf,
+    },
+    /// Write a new key pair `<agent>.key` (0600) and `<agent>.pub` into a keyring.
+    Keygen {
+        /// The keyring folder.
+        #[arg(long, value_name = "DIR")]
+        keyring: PathBuf,
+        /// The agent id.
+        #[arg(long = "as", value_name = "AGENT")]
+        agent: String,
+    },
+}
+
+/// Runs `lnk-link-supervise` with the process's arguments.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    init_logging();
+    let result = match cli.command {
+        Command::Supervise { id, state } => supervise::run(&id, state),
+        Command::Gate { argv } => return gate::run(&argv),
+        Command::Sweep { state } => sweep::run(&state).map(|report| {
+            tracing::info!(?report, "swept");
+        }),
+        Command::Stop { state } => stop_all::stop(&state).map(|n| {
+            tracing::info!(runs = n, "every run has ended");
+        }),
+        Command::Remove { state } => stop_all::remove(&state),
+        Command::Keygen { keyring, agent } => keygen(&keyring, &agent),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("lnk-link-supervise: {err:#}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn keygen(keyring: &std::path::Path, agent: &str) -> anyhow::Result<()> {
+    let agent = lnk_common::id::AgentId::parse(agent)?;
+    let (key, public) = keyring::generate(keyring, agent.as_str())?;
+    tracing::info!(key = %key.display(), public = %public.display(), "key pair written");
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}

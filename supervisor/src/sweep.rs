@@ -1,0 +1,155 @@
+//! `sweep <state>`: cleans up after whatever died. Run by the bridge at its start and by
+//! `serve` at each start; safe beside running supervisors and other sweeps, since it touches
+//! a run only while holding its lock, which it takes without waiting.
+//!
+//! For each run: lock held → its supervisor lives, skip. Lock free → a `running` record
+//! becomes `lost` (its group killed when surely its own); an ended, untold run is told while
+//! its end is at most ten minutes old; a run ended more than its keep ago and told (or past
+//! the ten minutes, or with no one to tell) is removed with its output file. Temporary files
+//! older than a minute are removed. A damaged record is reported and moved aside.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::Result;
+use lnk_common::id::RunId;
+use lnk_common::layout::{StateDir, TEMP_GRACE};
+use lnk_common::lock::{self, LockGuard, LockState};
+use lnk_common::record::Record;
+use lnk_common::safe_open::FilesDir;
+use lnk_common::time::UnixMs;
+
+use crate::{reclaim, tell};
+
+/// What a sweep did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Runs skipped because their supervisor lives.
+    pub live: usize,
+    /// Runs recorded lost.
+    pub lost: usize,
+    /// Runs told.
+    pub told: usize,
+    /// Runs removed.
+    pub removed: usize,
+    /// Records moved aside as damaged.
+    pub damaged: usize,
+    /// Temporary files removed.
+    pub temporaries: usize,
+}
+
+/// Sweeps the state folder at `path` (nothing to do when it does not exist).
+pub fn run(path: &Path) -> Result<Report> {
+    let state = StateDir::new(path);
+    let mut report = Report::default();
+    let listing = match state.list() {
+        Ok(listing) => listing,
+        Err(e) if e.is_not_found() => return Ok(report),
+        Err(e) => return Err(e.into()),
+    };
+    for temp in &listing.temporaries {
+        if is_older_than_grace(temp) && std::fs::remove_file(temp).is_ok() {
+            report.temporaries += 1;
+        }
+    }
+    for path in &listing.malformed {
+        tracing::warn!(path = %path.display(), "a file the state folder should not hold; left alone");
+    }
+    for (id, files) in &listing.runs {
+        if !files.record && !files.lock {
+            continue;
+        }
+        let lock = match lock::try_lock_existing(&state, id) {
+            Ok(LockState::Held) => {
+                report.live += 1;
+                continue;
+            }
+            Ok(LockState::Free(guard)) => guard,
+            Ok(LockState::Missing) if files.record => match lock::create_locked(&state, id) {
+                Ok(guard) => guard,
+                // Another sweep made it first: it deals with the run.
+                Err(_) => continue,
+            },
+            Ok(LockState::Missing) => continue,
+            Err(err) => {
+                tracing::warn!(%id, "{err}");
+                continue;
+            }
+        };
+        if let Err(err) = sweep_run(&state, id, lock, &mut report) {
+            tracing::warn!(%id, "{err:#}");
+        }
+    }
+    Ok(report)
+}
+
+/// One run whose lock this sweep holds.
+fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report) -> Result<()> {
+    let mut record = match Record::load(state, id) {
+        Ok(record) => record,
+        Err(e) if e.is_not_found() => {
+            // A lock with no record: a start that died before writing it, or a removal cut
+            // short. Nothing can run without a record; the lock goes.
+            if state.damaged(id).exists() {
+                return Ok(());
+            }
+            lock.remove()?;
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::error!(%id, "damaged record, moved aside to {}: {e}", state.damaged(id).display());
+            std::fs::rename(state.record(id), state.damaged(id))?;
+            report.damaged += 1;
+            return Ok(());
+        }
+    };
+    if record.status.is_running() {
+        reclaim::mark_lost(state, &mut record, &lock)?;
+        report.lost += 1;
+    }
+    let now = UnixMs::now();
+    if record.tell_due(now) {
+        tell::tell_if_due(state, &mut record);
+        if record.telling.told {
+            report.told += 1;
+        }
+    }
+    if record.removable(UnixMs::now()) {
+        remove_run(state, &record, lock)?;
+        report.removed += 1;
+    }
+    Ok(())
+}
+
+/// Removes a run: its output file (through the files folder's handle), its stop request, its
+/// record, and last its lock, which the caller holds.
+pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<()> {
+    match FilesDir::open(&record.launch.files).and_then(|files| files.open_background_dir()) {
+        Ok(Some(background)) => {
+            if let Err(err) = background.remove_output(&record.id) {
+                tracing::warn!(id = %record.id, "the output file stays: {err}");
+            }
+        }
+        Ok(None) => {}
+        Err(err) => tracing::warn!(id = %record.id, "the output file stays: {err}"),
+    }
+    remove_if_there(&state.stop(&record.id))?;
+    remove_if_there(&state.record(&record.id))?;
+    lock.remove()?;
+    Ok(())
+}
+
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn is_older_than_grace(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|age| age > TEMP_GRACE)
+}

@@ -1,0 +1,178 @@
+//! Telling the agent's conversation that a run ended, through the way in.
+//!
+//! The way in is the bridge's Unix stream socket. One JSON-RPC line goes out, one line comes
+//! back, within [`TELL_LIMIT`] in all:
+//!
+//! ```json
+//! {"jsonrpc":"2.0","id":1,"method":"tell","params":{"agent":"<agent id>","body":"<body>","signature":"<sig>"}}
+//! ```
+//!
+//! `body` is a JSON text `{"from":"run:<id>","thread":…,"hops":<hops+1>,"at":…,"text":…,
+//! "run":{…as list shows it…}}`, `signature` the standard padded base64 ed25519 signature of
+//! its UTF-8 bytes by the agent's key, read from the keyring now. The record is marked told
+//! before the try and unmarked only when the way in cannot be reached (no socket, refused,
+//! timed out, closed without an answer); an `error` answer is logged and stays told, so a run
+//! is told at most once.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lnk_common::layout::StateDir;
+use lnk_common::record::Record;
+use lnk_common::status::Status;
+use lnk_common::time::UnixMs;
+use serde_json::{Value, json};
+
+use crate::keyring;
+
+/// The limit for connecting, writing the line and reading the answer, in all.
+pub const TELL_LIMIT: Duration = Duration::from_secs(10);
+/// The longest answer line read.
+const MAX_ANSWER: u64 = 64 * 1024;
+
+/// How a try to tell went.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A `result` answer: told.
+    Told,
+    /// An `error` answer (or one that is not JSON-RPC): logged, and stays told.
+    Refused(String),
+    /// The way in could not be reached: try again later.
+    Unreachable(String),
+}
+
+/// Tells the run's end when it has a way in and was not told; records what happened.
+pub fn tell_if_due(state: &StateDir, record: &mut Record) {
+    if record.status.is_running() || record.telling.told || record.launch.tell_to.is_none() {
+        return;
+    }
+    record.telling.told = true;
+    record.telling.attempts += 1;
+    record.telling.last_attempt_at_ms = Some(UnixMs::now());
+    if let Err(err) = record.store(state) {
+        tracing::error!(id = %record.id, "{err}; not telling, so as not to tell twice");
+        return;
+    }
+    match tell(record) {
+        Outcome::Told => tracing::info!(id = %record.id, "told"),
+        Outcome::Refused(why) => {
+            tracing::warn!(id = %record.id, "the way in answered an error: {why}; not retried");
+        }
+        Outcome::Unreachable(why) => {
+            tracing::warn!(id = %record.id, "the way in cannot be reached: {why}; a sweep retries");
+            record.telling.told = false;
+            if let Err(err) = record.store(state) {
+                tracing::error!(id = %record.id, "{err}");
+            }
+        }
+    }
+}
+
+/// One try to tell `record`'s end.
+pub fn tell(record: &Record) -> Outcome {
+    let Some(to) = &record.launch.tell_to else {
+        return Outcome::Refused("the run has no way in".into());
+    };
+    let body = body(record, UnixMs::now());
+    let signature = match keyring::sign(&to.keyring, to.agent.as_str(), body.as_bytes()) {
+        Ok(signature) => signature,
+        // A bad keyring is a person's to fix; the run's end is recorded whatever happens here.
+        Err(err) => return Outcome::Unreachable(format!("cannot sign: {err}")),
+    };
+    let line = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tell",
+        "params": {"agent": to.agent.as_str(), "body": body, "signature": signature},
+    });
+    exchange(&to.way_in, &line)
+}
+
+/// The body of the message: who, which conversation, and the run as `list` shows it.
+pub fn body(record: &Record, at: UnixMs) -> String {
+    let summary = record.summary();
+    let body = json!({
+        "from": format!("run:{}", record.id),
+        "thread": record.launch.thread,
+        "hops": record.launch.hops.saturating_add(1),
+        "at": at.rfc3339(),
+        "text": one_line(record),
+        "run": summary,
+    });
+    body.to_string()
+}
+
+/// One line a person can read: the run, how it ended, how much output.
+fn one_line(record: &Record) -> String {
+    let program = &record.launch.program;
+    let mut command = program.name.clone();
+    for arg in &program.args {
+        command.push(' ');
+        command.push_str(arg);
+    }
+    let command: String = command.chars().take(120).collect();
+    let how = match record.status {
+        Status::Running => "is still running".to_owned(),
+        Status::Exited { exit, .. } => match exit {
+            lnk_common::status::Exit::Code(code) => format!("exited with code {code}"),
+            lnk_common::status::Exit::Signal(signal) => format!("was killed by signal {signal}"),
+        },
+        Status::TimedOut { .. } => "timed out and was killed".to_owned(),
+        Status::Stopped { .. } => "was stopped".to_owned(),
+        Status::Lost { .. } => "was lost (its supervisor ended before it)".to_owned(),
+    };
+    let elapsed = record
+        .status
+        .ended_at()
+        .map(|end| end.saturating_since(record.started_at_ms).as_secs())
+        .unwrap_or(0);
+    format!(
+        "Background run {} ({command}) {how} after {elapsed} s; {} bytes of output in background/{}.out.",
+        record.id, record.output.written_bytes, record.id
+    )
+}
+
+/// Connects, writes the line, reads one line back, within [`TELL_LIMIT`].
+fn exchange(socket: &Path, line: &Value) -> Outcome {
+    let start = Instant::now();
+    let left = || {
+        TELL_LIMIT
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1))
+    };
+    let mut stream = match UnixStream::connect(socket) {
+        Ok(stream) => stream,
+        Err(err) => return Outcome::Unreachable(format!("{}: {err}", socket.display())),
+    };
+    let mut text = line.to_string();
+    text.push('\n');
+    if let Err(err) = stream
+        .set_write_timeout(Some(left()))
+        .and_then(|()| stream.write_all(text.as_bytes()))
+    {
+        return Outcome::Unreachable(format!("writing to {}: {err}", socket.display()));
+    }
+    let mut answer = String::new();
+    let read = stream
+        .set_read_timeout(Some(left()))
+        .and_then(|()| BufReader::new((&stream).take(MAX_ANSWER)).read_line(&mut answer));
+    match read {
+        Ok(0) => Outcome::Unreachable(format!("{} closed without an answer", socket.display())),
+        Ok(_) => judge(&answer),
+        Err(err) => Outcome::Unreachable(format!("reading from {}: {err}", socket.display())),
+    }
+}
+
+/// A `result` answer is told; anything else is a refusal.
+fn judge(answer: &str) -> Outcome {
+    match serde_json::from_str::<Value>(answer) {
+        Ok(value) if value.get("result").is_some() => Outcome::Told,
+        Ok(value) => match value.get("error") {
+            Some(error) => Outcome::Refused(error.to_string()),
+            None => Outcome::Refused(format!("not a JSON-RPC answer: {}", answer.trim())),
+        },
+        Err(_) => Outcome::Refused(format!("not JSON: {}", answer.trim())),
+    }
+}
