@@ -310,7 +310,9 @@ impl ServeArgs {
                 })
             }
         };
+        let supervise = find_supervise()?;
         Ok(Some(Background {
+            supervise,
             state,
             max_running,
             timeout,
@@ -326,6 +328,16 @@ impl ServeArgs {
 /// calls run in other working folders.
 fn sandbox_with_absolute_program(sandbox: &[OsString]) -> Result<Vec<OsString>, Refusal> {
     let mut sandbox = sandbox.to_vec();
+    // `-- bwrap ... --clearenv --` and `-- bwrap ... --clearenv` mean the same: each call
+    // adds the `--` that ends the sandbox's options.
+    if sandbox.last().is_some_and(|last| last == "--") {
+        sandbox.pop();
+    }
+    if sandbox.is_empty() {
+        return refuse(
+            "a sandbox is required after `--`; lnk-link-run never runs programs without one",
+        );
+    }
     check_sandbox_program(&sandbox[0])?;
     let program = Path::new(&sandbox[0]);
     if program.as_os_str().as_encoded_bytes().contains(&b'/') && program.is_relative() {
@@ -412,6 +424,29 @@ fn absolute_state(state: &Path) -> Result<PathBuf, Refusal> {
             _ => return refuse(format!("--state {}: no such folder", state.display())),
         }
     }
+}
+
+/// `lnk-link-supervise`: `$LNK_SUPERVISE`, else next to this executable.
+fn find_supervise() -> Result<PathBuf, Refusal> {
+    let path = match std::env::var_os("LNK_SUPERVISE").filter(|v| !v.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => match std::env::current_exe() {
+            Ok(exe) => exe.with_file_name("lnk-link-supervise"),
+            Err(e) => {
+                return refuse(format!(
+                    "cannot find this executable to find lnk-link-supervise beside it: {e}"
+                ));
+            }
+        },
+    };
+    if !crate::program::is_executable_file(&path) {
+        return refuse(format!(
+            "background runs need lnk-link-supervise, and {} is not an executable file \
+             (install it beside lnk-link-run or set LNK_SUPERVISE)",
+            path.display()
+        ));
+    }
+    Ok(path)
 }
 
 /// Agent ids: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`.

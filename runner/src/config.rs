@@ -42,6 +42,8 @@ pub struct Background {
     pub hops: u32,
     /// Where and as whom runs tell their end.
     pub way_in: Option<WayIn>,
+    /// The `lnk-link-supervise` executable.
+    pub supervise: PathBuf,
 }
 
 /// The way in: the bridge's socket, the agent and its keyring.

@@ -6,6 +6,7 @@
 //! call is checked by [`tools`], [`program`] and [`workdir`], started by [`spawn`] and run
 //! to its end by [`call`], and its answer made by [`render`].
 
+pub mod background;
 pub mod call;
 pub mod capture;
 pub mod cli;
@@ -68,6 +69,14 @@ fn serve(config: config::Config) -> anyhow::Result<()> {
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
+    if let Some(background) = &config.background {
+        lnk_common::layout::StateDir::new(&background.state)
+            .create()
+            .context("creating the state folder")?;
+    }
+    if let Some(background) = &config.background {
+        background::start_sweep(background);
+    }
     let watchdog = watchdog::Watchdog::start().context("starting the watchdog")?;
     let server = server::Server::new(config, writer, watchdog);
     let on_signal = Arc::clone(&server);

@@ -14,7 +14,7 @@ use crate::lines::{self, Line};
 use crate::protocol::{self, Era, Incoming, RpcError};
 use crate::tools;
 use crate::writer::Writer;
-use crate::{call, foreground};
+use crate::{background, call, foreground};
 
 /// How long shutdown waits for the calls it killed to be reaped.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
@@ -139,7 +139,9 @@ impl Server {
             "ping" if era != Era::Modern => json!({}),
             "server/discover" => self.discover(),
             "tools/list" => {
-                let mut result = json!({"tools": tools::definitions(&self.config, &era)});
+                let mut definitions = tools::definitions(&self.config, &era);
+                definitions.extend(background::definitions(&self.config, &era));
+                let mut result = json!({"tools": definitions});
                 if era == Era::Modern {
                     result["ttlMs"] = json!(CACHE_TTL_MS);
                     result["cacheScope"] = json!("private");
@@ -244,16 +246,67 @@ impl Server {
             .and_then(|m| m.get("progressToken"))
             .filter(|t| t.is_string() || t.is_number())
             .cloned();
+        let meta = match params.remove("_meta") {
+            Some(Value::Object(meta)) => Some(meta),
+            _ => None,
+        };
         match name.as_str() {
             tools::COMMAND => {
                 foreground::start(self, id.clone(), era, &arguments, progress);
                 Ok(())
             }
-            other => Err(invalid(format!(
-                "unknown tool `{other}`; this server's tools: {}",
-                tools::COMMAND
-            ))),
+            name if self.config.background.is_some() && background::TOOLS.contains(&name) => {
+                self.background_call(id, name, arguments, meta, era)
+            }
+            other => {
+                let mut names = vec![tools::COMMAND];
+                if self.config.background.is_some() {
+                    names.extend(background::TOOLS);
+                }
+                Err(invalid(format!(
+                    "unknown tool `{other}`; this server's tools: {}",
+                    names.join(", ")
+                )))
+            }
         }
+    }
+
+    /// Runs a background tool on a thread of its own (a start may wait for `start.lock`, a stop
+    /// for the run's end) and answers.
+    fn background_call(
+        self: &Arc<Self>,
+        id: &Value,
+        name: &str,
+        arguments: Map<String, Value>,
+        meta: Option<Map<String, Value>>,
+        era: Era,
+    ) -> Result<(), RpcError> {
+        let server = Arc::clone(self);
+        let thread_id = id.clone();
+        let name = name.to_owned();
+        std::thread::Builder::new()
+            .name(format!("{name} {id}"))
+            .spawn(move || {
+                let answer = background::call(&server, &name, &arguments, meta.as_ref(), &era);
+                let mut result = json!({
+                    "content": [{"type": "text", "text": answer.text}],
+                    "isError": answer.is_error,
+                });
+                if era.has_structured_output()
+                    && let Some(structured) = answer.structured
+                {
+                    result["structuredContent"] = structured;
+                }
+                server.answer(&thread_id, &era, result);
+            })
+            .map(drop)
+            .map_err(|err| {
+                RpcError::new(
+                    id.clone(),
+                    protocol::INTERNAL_ERROR,
+                    format!("no thread for the call: {err}"),
+                )
+            })
     }
 
     /// Sends a result, with what the revision asks every result to carry.
@@ -313,7 +366,8 @@ fn server_info() -> Value {
 
 fn instructions() -> &'static str {
     "Link Run runs programs for you in a sandbox. Call `command` with a program from its list; \
-     its description gives the limits in force."
+     its description gives the limits in force. With background runs, `start` runs a program \
+     that outlives the call; `list`, `read` and `stop` follow it."
 }
 
 /// Locks a mutex; a panic elsewhere while it was held leaves data that is still consistent

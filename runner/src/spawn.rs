@@ -10,8 +10,8 @@ use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal};
 
 /// The argv of a call: `<sandbox> -- [/usr/bin/env NAME=VALUE...] <program> <args>`.
 ///
-/// The `--` that ends the sandbox's own options is added unless the sandbox already ends
-/// with one, so both `-- bwrap ... --clearenv` and `-- bwrap ... --clearenv --` work.
+/// The `--` that ends the sandbox's own options is always added; a `--` that ended the
+/// sandbox on the command line was taken off when the flags were checked.
 pub fn call_argv(
     sandbox: &[OsString],
     vars: &[(String, String)],
@@ -19,9 +19,7 @@ pub fn call_argv(
     args: &[String],
 ) -> Vec<OsString> {
     let mut argv: Vec<OsString> = sandbox.to_vec();
-    if sandbox.last().is_none_or(|last| last != "--") {
-        argv.push("--".into());
-    }
+    argv.push("--".into());
     if !vars.is_empty() {
         argv.push("/usr/bin/env".into());
         argv.extend(
@@ -85,13 +83,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn adds_the_separator_once() {
+    fn adds_the_separator() {
         let program = Path::new("/bin/echo");
         let args = vec!["hi".to_owned()];
         let plain = call_argv(&["sb".into()], &[], program, &args);
         assert_eq!(plain, ["sb", "--", "/bin/echo", "hi"].map(OsString::from));
-        let ended = call_argv(&["sb".into(), "--".into()], &[], program, &args);
-        assert_eq!(ended, ["sb", "--", "/bin/echo", "hi"].map(OsString::from));
     }
 
     #[test]

@@ -1,0 +1,129 @@
+//! `read`: a run's output at offsets that count every byte it wrote, dropped ones included.
+//!
+//! The output file holds bytes `[dropped_bytes, dropped_bytes + length)`. The record names the
+//! file (device and inode) its `dropped_bytes` is for; when the file opened is another one, a
+//! rotation happened in between, and the record is read again; it is read once more after the
+//! bytes, since a newer file may have been given the old one's inode number.
+
+use std::os::unix::fs::FileExt;
+
+use lnk_common::layout::StateDir;
+use lnk_common::record::{FileId, Record};
+use lnk_common::safe_open::FilesDir;
+use serde_json::{Map, Value, json};
+
+use super::{Answer, count, only, run_id};
+use crate::config::{Background, Config};
+use crate::protocol::Era;
+
+/// How many times the record is read again when the output file keeps changing under us.
+const RELOADS: usize = 20;
+
+/// The `read` tool.
+pub fn read(
+    config: &Config,
+    background: &Background,
+    arguments: &Map<String, Value>,
+    era: &Era,
+) -> Answer {
+    match read_checked(config, background, arguments, era) {
+        Ok(answer) | Err(answer) => answer,
+    }
+}
+
+fn read_checked(
+    config: &Config,
+    background: &Background,
+    arguments: &Map<String, Value>,
+    era: &Era,
+) -> Result<Answer, Answer> {
+    only(arguments, "read", &["id", "offset", "limit"])?;
+    let id = run_id(arguments)?;
+    let offset = count(arguments, "offset")?;
+    let limit = count(arguments, "limit")?
+        .unwrap_or(config.output)
+        .min(config.output);
+    let state = StateDir::new(&background.state);
+    for _ in 0..RELOADS {
+        let record = match Record::load(&state, &id) {
+            Ok(record) => record,
+            Err(e) if e.is_not_found() => {
+                return Err(Answer::refusal(format!(
+                    "there is no run {id}; `list` shows the runs"
+                )));
+            }
+            Err(e) => return Err(Answer::refusal(format!("run {id} cannot be read: {e}"))),
+        };
+        let files = FilesDir::open(&record.launch.files)
+            .map_err(|e| Answer::refusal(format!("the files folder cannot be opened: {e}")))?;
+        let file = match files.open_background_dir() {
+            Ok(Some(dir)) => dir.open_output_for_read(&id),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        }
+        .map_err(|e| Answer::refusal(format!("run {id}'s output file cannot be read: {e}")))?;
+        let Some(file) = file else {
+            return Err(Answer::refusal(format!(
+                "run {id}'s output file background/{id}.out is gone"
+            )));
+        };
+        let file_id = FileId::of(&file)
+            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {e}")))?;
+        if record.output.file != Some(file_id) {
+            // Rotated since the record was read (or not yet named in it): read it again.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            continue;
+        }
+        let len = file
+            .metadata()
+            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {e}")))?
+            .len();
+        let dropped = record.output.dropped_bytes;
+        let total = dropped + len;
+        let start = offset.unwrap_or_else(|| total.saturating_sub(limit).max(dropped));
+        let end = start.saturating_add(limit);
+        let skipped = dropped.saturating_sub(start).min(limit);
+        let from = start.max(dropped).min(total);
+        let to = end.min(total).max(from);
+        let mut bytes = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
+        let mut got = 0;
+        while got < bytes.len() {
+            match file.read_at(&mut bytes[got..], from - dropped + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Answer::refusal(format!("reading run {id}'s output: {e}"))),
+            }
+        }
+        bytes.truncate(got);
+        // Inode numbers are reused: the name may lead to a newer file that happens to have
+        // the record's old identity. Rotations write the record before they rename, and each
+        // adds to `dropped_bytes`, so a record unchanged after the read proves it was the
+        // record of the file read.
+        match Record::load(&state, &id) {
+            Ok(again)
+                if again.output.file == record.output.file
+                    && again.output.dropped_bytes == dropped => {}
+            _ => continue,
+        }
+        let next_offset = from + got as u64;
+        let structured = json!({
+            "id": id.as_str(),
+            "state": record.status.state().as_str(),
+            "offset": start,
+            "next_offset": next_offset,
+            "output_bytes": total.max(record.output.written_bytes),
+            "dropped_bytes": dropped,
+            "skipped": skipped,
+        });
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if !era.has_structured_output() {
+            // Without a structured value, the figures ride in the text.
+            text = format!("[{structured}]\n{text}");
+        }
+        return Ok(Answer::ok(text, structured));
+    }
+    Err(Answer::refusal(format!(
+        "run {id}'s output file keeps changing under the reader; try again"
+    )))
+}

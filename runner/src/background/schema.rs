@@ -1,0 +1,159 @@
+//! The background tools as `tools/list` shows them.
+
+use serde_json::{Value, json};
+
+use crate::config::{Background, Config};
+use crate::protocol::Era;
+
+/// `start`, `list`, `read` and `stop`, when the server has background runs.
+pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
+    let Some(background) = &config.background else {
+        return Vec::new();
+    };
+    let mut tools = vec![
+        json!({
+            "name": "start",
+            "title": "Start a background run",
+            "description": start_description(config, background),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "program": {"type": "string", "enum": config.programs, "description": "The program to run, by name."},
+                    "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments, passed as they are (no shell)."},
+                    "dir": {"type": "string", "description": "The working folder, relative to the files folder. Default: `.`."}
+                },
+                "required": ["program"],
+                "additionalProperties": false
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The run's id."},
+                    "output": {"type": "string", "description": "Its output file, relative to the files folder."}
+                },
+                "required": ["id", "output"],
+                "additionalProperties": false
+            },
+            "annotations": {"title": "Start a background run", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": false}
+        }),
+        json!({
+            "name": "list",
+            "title": "List background runs",
+            "description": "Lists the background runs, newest first: program, state (running, exited, timed_out, stopped, lost), exit, times, output sizes and whether the end was told.",
+            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+            "outputSchema": {
+                "type": "object",
+                "properties": {"runs": {"type": "array", "items": run_schema()}},
+                "required": ["runs"],
+                "additionalProperties": false
+            },
+            "annotations": {"title": "List background runs", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        }),
+        json!({
+            "name": "read",
+            "title": "Read a background run's output",
+            "description": format!(
+                "Reads a background run's output (stdout and stderr together). Offsets count every byte the run wrote since it started, including bytes already dropped from the start of its output file (it keeps the newest part, {} at most). Without `offset`, the last `limit` bytes. `limit` defaults to and is capped at {} bytes. The answer gives `next_offset` to read on from.",
+                background.output, config.output
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The run's id."},
+                    "offset": {"type": "integer", "minimum": 0, "description": "Where to start reading. Default: the last `limit` bytes."},
+                    "limit": {"type": "integer", "minimum": 0, "description": "How many bytes at most."}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "state": state_schema(),
+                    "offset": count(),
+                    "next_offset": count(),
+                    "output_bytes": count(),
+                    "dropped_bytes": count(),
+                    "skipped": count()
+                },
+                "required": ["id", "state", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
+                "additionalProperties": false
+            },
+            "annotations": {"title": "Read a background run's output", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        }),
+        json!({
+            "name": "stop",
+            "title": "Stop a background run",
+            "description": "Stops a background run (it and everything it started are killed), waits up to 5 s for its end to be recorded, and answers with the run as `list` shows it. Stopping a run that ended is not an error.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"id": {"type": "string", "description": "The run's id."}},
+                "required": ["id"],
+                "additionalProperties": false
+            },
+            "outputSchema": run_schema(),
+            "annotations": {"title": "Stop a background run", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
+        }),
+    ];
+    if !era.has_structured_output() {
+        for tool in &mut tools {
+            if let Some(object) = tool.as_object_mut() {
+                object.remove("outputSchema");
+            }
+        }
+    }
+    tools
+}
+
+fn start_description(config: &Config, background: &Background) -> String {
+    let told = if background.way_in.is_some() {
+        "When it ends, this conversation is told, with a signed message."
+    } else {
+        "Its end is not told: look with `list`."
+    };
+    format!(
+        "Starts a program in the background, in a sandbox, and answers at once with the run's id. \
+         It outlives this call and this server. Programs that may be run: {programs}. `dir` is \
+         relative to the files folder. Its stdout and stderr go to `background/<id>.out` in the \
+         files folder, which keeps the newest {output} bytes; read it with `read`, stop the run \
+         with `stop`. Limits: at most {max} runs at once; each is killed after {timeout}, with \
+         everything it started. {told}",
+        programs = config.programs.join(", "),
+        output = background.output,
+        max = background.max_running,
+        timeout = humantime::format_duration(background.timeout),
+    )
+}
+
+fn count() -> Value {
+    json!({"type": "integer", "minimum": 0})
+}
+
+fn state_schema() -> Value {
+    json!({"type": "string", "enum": ["running", "exited", "timed_out", "stopped", "lost"]})
+}
+
+/// A run as `list` shows it.
+fn run_schema() -> Value {
+    let nullable_int = json!({"type": ["integer", "null"]});
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "program": {"type": "string"},
+            "args": {"type": "array", "items": {"type": "string"}},
+            "dir": {"type": "string"},
+            "state": state_schema(),
+            "exit_code": nullable_int,
+            "signal": nullable_int,
+            "started_at": {"type": "string", "description": "RFC 3339, UTC."},
+            "ended_at": {"type": ["string", "null"], "description": "RFC 3339, UTC; null while running."},
+            "output_bytes": count(),
+            "dropped_bytes": count(),
+            "told": {"type": "boolean"}
+        },
+        "required": ["id", "program", "args", "dir", "state", "exit_code", "signal", "started_at", "ended_at", "output_bytes", "dropped_bytes", "told"],
+        "additionalProperties": false
+    })
+}

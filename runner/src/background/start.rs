@@ -1,0 +1,243 @@
+//! `start`: checks a call as `command` does, then, under `start.lock`, counts the running
+//! runs, creates the run's lock (locked) and record, and hands the lock to a new
+//! `lnk-link-supervise supervise` in a session of its own.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use lnk_common::id::{AgentId, RunId};
+use lnk_common::layout::StateDir;
+use lnk_common::lock::{self, LockState, StartLock};
+use lnk_common::record::{FileId, Launch, Limits, Program, Record, TellTo};
+use lnk_common::safe_open::FilesDir;
+use lnk_common::status::Status;
+use lnk_common::time::{UnixMs, duration_to_ms};
+use serde_json::{Map, Value, json};
+
+use super::Answer;
+use crate::config::Background;
+use crate::server::Server;
+use crate::{program, tools, workdir};
+
+/// `_meta` key: the conversation a run tells when it ends.
+pub const META_THREAD: &str = "link.local/thread";
+/// `_meta` key: how many hops of telling led to this call.
+pub const META_HOPS: &str = "link.local/hops";
+/// How long a start waits for `start.lock` (held only while another start counts and writes).
+const START_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The `start` tool.
+pub fn start(
+    server: &Server,
+    background: &Background,
+    arguments: &Map<String, Value>,
+    meta: Option<&Map<String, Value>>,
+) -> Answer {
+    match prepare(server, background, arguments, meta)
+        .and_then(|launch| launch_run(background, launch))
+    {
+        Ok(answer) | Err(answer) => answer,
+    }
+}
+
+/// Checks the call and builds what the run will be.
+fn prepare(
+    server: &Server,
+    background: &Background,
+    arguments: &Map<String, Value>,
+    meta: Option<&Map<String, Value>>,
+) -> Result<Launch, Answer> {
+    let config = &server.config;
+    if arguments.contains_key("input") {
+        return Err(Answer::refusal(
+            "`start` takes no `input`: a background run's stdin is empty; use `command` for input",
+        ));
+    }
+    let args = tools::command_args(arguments).map_err(Answer::refusal)?;
+    let path = program::resolve(&args.program, &config.programs, &config.programs_path)
+        .map_err(|e| Answer::refusal(e.to_string()))?;
+    let cwd =
+        workdir::resolve(&config.files, &args.dir).map_err(|e| Answer::refusal(e.to_string()))?;
+    let thread = match meta.and_then(|m| m.get(META_THREAD)) {
+        Some(Value::String(thread)) if !thread.is_empty() => thread.clone(),
+        _ => {
+            return Err(Answer::refusal(format!(
+                "`start` needs a conversation to tell when the run ends (`_meta[\"{META_THREAD}\"]`, \
+                 a string), and this call has none; use `command` to run it in the foreground"
+            )));
+        }
+    };
+    let hops = match meta.and_then(|m| m.get(META_HOPS)) {
+        None | Some(Value::Null) => 0,
+        Some(value) => match value.as_u64().and_then(|h| u32::try_from(h).ok()) {
+            Some(hops) => hops,
+            None => {
+                return Err(Answer::refusal(format!(
+                    "`_meta[\"{META_HOPS}\"]` must be a non-negative integer"
+                )));
+            }
+        },
+    };
+    if hops >= background.hops {
+        return Err(Answer::refusal(format!(
+            "this call is {hops} hops deep and background runs may start only below {} hops; \
+             run it in the foreground with `command` instead",
+            background.hops
+        )));
+    }
+    let tell_to = match &background.way_in {
+        Some(way_in) => Some(TellTo {
+            way_in: way_in.socket.clone(),
+            agent: AgentId::parse(&way_in.agent).map_err(|e| Answer::refusal(e.to_string()))?,
+            keyring: way_in.keyring.clone(),
+        }),
+        None => None,
+    };
+    let sandbox = config
+        .sandbox
+        .iter()
+        .map(|word| word.to_str().map(str::to_owned))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            Answer::refusal(
+                "the sandbox's command line is not UTF-8; background runs cannot record it",
+            )
+        })?;
+    Ok(Launch {
+        files: config.files.clone(),
+        sandbox,
+        program: Program {
+            name: args.program,
+            args: args.args,
+            dir: args.dir,
+            path,
+            cwd,
+        },
+        vars: config.vars.iter().cloned().collect(),
+        limits: Limits {
+            timeout_ms: duration_to_ms(background.timeout),
+            output_cap_bytes: background.output,
+            keep_ms: duration_to_ms(background.keep),
+        },
+        thread,
+        hops,
+        tell_to,
+    })
+}
+
+/// Counts, creates and hands over, under `start.lock`.
+fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer> {
+    let state = StateDir::new(&background.state);
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        tracing::error!("{what}: {err}");
+        Answer::refusal(format!("the run could not be started: {what}: {err}"))
+    };
+    let files =
+        FilesDir::open(&launch.files).map_err(|e| failed("opening the files folder", &e))?;
+    let output_dir = files.ensure_background_dir().map_err(|e| {
+        Answer::refusal(format!(
+            "the run's output cannot go to `background/` in the files folder: {e}; remove or \
+             rename what is there"
+        ))
+    })?;
+    let _start_lock = StartLock::take_within(&state, START_LOCK_WAIT)
+        .map_err(|e| failed("taking start.lock", &e))?;
+    let running = count_running(&state).map_err(|e| failed("counting the running runs", &e))?;
+    if running >= u64::from(background.max_running) {
+        return Err(Answer::refusal(format!(
+            "{running} background runs are running and the limit is {}; stop one (`list`, \
+             `stop`) or wait for one to end",
+            background.max_running
+        )));
+    }
+    let id = RunId::generate().map_err(|e| failed("making an id", &e))?;
+    let lock =
+        lock::create_locked(&state, &id).map_err(|e| failed("creating the run's lock", &e))?;
+    let output = output_dir.create_output(&id).map_err(|e| {
+        Answer::refusal(format!(
+            "the run's output file cannot be made in `background/`: {e}"
+        ))
+    });
+    let output = match output {
+        Ok(file) => file,
+        Err(answer) => {
+            let _ = lock.remove();
+            return Err(answer);
+        }
+    };
+    let boot_id =
+        lnk_common::proc_info::boot_id().map_err(|e| failed("reading the boot id", &e))?;
+    let mut record = Record::new(id.clone(), boot_id, UnixMs::now(), launch);
+    record.output.file = FileId::of(&output).ok();
+    drop(output);
+    if let Err(err) = record.store(&state) {
+        let _ = lock.remove();
+        return Err(failed("writing the run's record", &err));
+    }
+    let mut command = Command::new(&background.supervise);
+    command
+        .arg("supervise")
+        .arg(id.as_str())
+        .arg("--state")
+        .arg(&background.state)
+        .stdin(Stdio::from(lock.into_file()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    new_session(&mut command);
+    match command.spawn() {
+        Ok(mut child) => {
+            // The supervisor is our child until it ends; reap it then (it outlives us if need be).
+            let _ = std::thread::Builder::new()
+                .name("supervisor reaper".into())
+                .spawn(move || {
+                    let _ = child.wait();
+                });
+        }
+        Err(err) => {
+            record.status = Status::Lost {
+                ended_at_ms: UnixMs::now(),
+                exit: None,
+            };
+            let _ = record.store(&state);
+            return Err(failed(
+                &format!("starting {}", background.supervise.display()),
+                &err,
+            ));
+        }
+    }
+    let output = format!("background/{id}.out");
+    let text = format!(
+        "started background run {id}; its output goes to {output} in the files folder (`read` \
+         shows it, `stop` ends it)"
+    );
+    Ok(Answer::ok(
+        text,
+        json!({"id": id.as_str(), "output": output}),
+    ))
+}
+
+/// How many runs are running: records whose lock is held (by their supervisor).
+fn count_running(state: &StateDir) -> Result<u64, lnk_common::error::Error> {
+    let listing = state.list()?;
+    let mut running = 0;
+    for id in listing.runs.keys() {
+        if matches!(lock::try_lock_existing(state, id)?, LockState::Held) {
+            running += 1;
+        }
+    }
+    Ok(running)
+}
+
+/// Starts the child in a session of its own: it must outlive `serve` and the signals sent to
+/// `serve`'s process group (an MCP client stops its server by signalling its group).
+#[allow(unsafe_code)]
+pub(super) fn new_session(command: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec; it makes one system call
+    // (setsid), which is async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::setsid()?;
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,57 @@
+//! `stop`: asks a run to stop (`<id>.stop`) and waits up to five seconds for its end.
+
+use std::time::{Duration, Instant};
+
+use lnk_common::layout::StateDir;
+use lnk_common::record::Record;
+use serde_json::{Map, Value};
+
+use super::{Answer, list::summary_json, only, run_id};
+use crate::config::Background;
+
+/// How long `stop` waits for the end to be recorded.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How often the record is looked at while waiting.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// The `stop` tool.
+pub fn stop(background: &Background, arguments: &Map<String, Value>) -> Answer {
+    if let Err(answer) = only(arguments, "stop", &["id"]) {
+        return answer;
+    }
+    let id = match run_id(arguments) {
+        Ok(id) => id,
+        Err(answer) => return answer,
+    };
+    let state = StateDir::new(&background.state);
+    let mut record = match Record::load(&state, &id) {
+        Ok(record) => record,
+        Err(e) if e.is_not_found() => {
+            return Answer::refusal(format!("there is no run {id}; `list` shows the runs"));
+        }
+        Err(e) => return Answer::refusal(format!("run {id} cannot be read: {e}")),
+    };
+    if record.status.is_running() {
+        if let Err(e) = state.request_stop(&id) {
+            return Answer::refusal(format!("run {id} cannot be asked to stop: {e}"));
+        }
+        let start = Instant::now();
+        while record.status.is_running() && start.elapsed() < STOP_WAIT {
+            std::thread::sleep(STOP_POLL);
+            match Record::load(&state, &id) {
+                Ok(fresh) => record = fresh,
+                Err(e) => tracing::warn!(%id, "{e}"),
+            }
+        }
+    }
+    let summary = summary_json(&record, background);
+    let text = if record.status.is_running() {
+        format!(
+            "run {id} was asked to stop but its end is not recorded after {} s; `list` shows it",
+            STOP_WAIT.as_secs()
+        )
+    } else {
+        format!("run {id} is {}", record.status.state().as_str())
+    };
+    Answer::ok(format!("{text}\n{summary}"), summary)
+}
