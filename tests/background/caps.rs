@@ -11,11 +11,11 @@ use serde_json::{Value, json};
 
 use crate::procs::{wait_for_role, wait_gone};
 use crate::runs::{
-    Bg, Flags, hex, listed, meta, pattern, procs_args, read_ok, send_tool, start, started, stop,
-    stopped_run, tool, unit, wait_ended, wait_group_gone, wait_no_supervisor,
+    Bg, Flags, PROMPT, WRITE, hex, listed, meta, procs_args, read, read_ok, send_tool, start,
+    started, stop, stopped_run, tool, unit, wait_ended, wait_group_gone, wait_no_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Serve, is_error, ok, text};
+use crate::serve::{ANSWER, Serve, is_error, ok, structured, text};
 
 both_sandboxes!(
     racing_starts_never_exceed_background,
@@ -202,10 +202,11 @@ fn check_read(unit: &[u8], asked: Option<u64>, bytes: &str, value: &Value) -> u6
         );
     }
     // Where the bytes came from decides what they are: a stale offset would show here.
-    if bytes != pattern(unit, from, bytes.len()) {
+    let expected = bursts(unit, from, bytes.len());
+    if bytes != expected {
         let first_bad = bytes
             .bytes()
-            .zip(pattern(unit, from, bytes.len()).bytes())
+            .zip(expected.bytes())
             .position(|(a, b)| a != b);
         panic!(
             "bytes read at {from} are not the writer's bytes there (first differs at +{first_bad:?}): {value}"
@@ -214,9 +215,40 @@ fn check_read(unit: &[u8], asked: Option<u64>, bytes: &str, value: &Value) -> u6
     next
 }
 
+/// A `read` that may be refused while rotations follow each other fast: the runner then says
+/// to try again (its retries are bounded), which this does, counting the refusals, for up to
+/// [`PROMPT`].
+fn read_retrying(serve: &mut Serve, arguments: Value, refusals: &mut u32) -> (String, Value) {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let result = read(serve, arguments.clone());
+        if !is_error(&result) {
+            return (text(&result), structured(&result).clone());
+        }
+        assert!(
+            text(&result).contains("try again") && Instant::now() < deadline,
+            "read {arguments} was refused: {result}"
+        );
+        *refusals += 1;
+    }
+}
+
+/// How many bursts the writer of the output test writes, and how many bytes each.
+const BURSTS: u64 = 100;
+const BURST: u64 = 100_000;
+
+/// Bytes `[from, from + len)` of `BURSTS` bursts of `lnk-test-write 1 BURST <unit>`: each burst
+/// starts the unit over.
+fn bursts(unit: &[u8], from: u64, len: usize) -> String {
+    let n = unit.len() as u64;
+    (from..from + len as u64)
+        .map(|at| char::from(unit[usize::try_from(at % BURST % n).unwrap()]))
+        .collect()
+}
+
 fn output_cap_bounds_the_file_and_offsets_stay_true(sandbox: Sandbox) {
     const CAP: u64 = 64 * 1024;
-    const TOTAL: u64 = 10_000_000;
+    const TOTAL: u64 = BURSTS * BURST;
     let bg = Bg::new(sandbox);
     let flags = Flags {
         output: "64KiB",
@@ -254,26 +286,35 @@ fn output_cap_bounds_the_file_and_offsets_stay_true(sandbox: Sandbox) {
     };
 
     let unit = unit();
+    // 100 bursts of 100,000 bytes as fast as they go, 10 ms apart: each burst passes the cap,
+    // and the run lasts long enough to be read while it rotates.
+    let script = format!(
+        "i=0; while [ $i -lt {BURSTS} ]; do \"$1\" 1 {BURST} {}; \"$2\" 0.01; i=$((i+1)); done",
+        hex(&unit)
+    );
     let id = start(
         &mut serve,
-        json!({"program": "lnk-test-write", "args": ["1", TOTAL.to_string(), hex(&unit)]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", WRITE, "/usr/bin/sleep"]}),
     );
     // Read on while it writes: through next_offset, and the tail.
-    let (mut offset, mut reads, mut rotated_reads) = (0u64, 0u32, 0u32);
+    let (mut offset, mut reads, mut rotated_reads, mut refusals) = (0u64, 0u32, 0u32, 0u32);
     loop {
-        let (bytes, value) = read_ok(
+        let (bytes, value) = read_retrying(
             &mut serve,
             json!({"id": id, "offset": offset, "limit": 8192}),
+            &mut refusals,
         );
         offset = check_read(&unit, Some(offset), &bytes, &value);
-        if value["dropped_bytes"].as_u64().unwrap() > 0 {
-            rotated_reads += 1;
-        }
-        let (bytes, value) = read_ok(&mut serve, json!({"id": id, "limit": 4096}));
+        let rotated = value["dropped_bytes"].as_u64().unwrap() > 0;
+        let (bytes, value) =
+            read_retrying(&mut serve, json!({"id": id, "limit": 4096}), &mut refusals);
         check_read(&unit, None, &bytes, &value);
         reads += 1;
         if value["state"] != "running" {
             break;
+        }
+        if rotated {
+            rotated_reads += 1;
         }
     }
     let run = wait_ended(&mut serve, &id, ANSWER);
@@ -281,7 +322,11 @@ fn output_cap_bounds_the_file_and_offsets_stay_true(sandbox: Sandbox) {
     done.store(true, Ordering::Relaxed);
     let (peak, samples) = sampler.join().unwrap();
     eprintln!(
-        "{reads} read pairs while running ({rotated_reads} after a rotation); {samples} size samples, peak {peak}"
+        "{reads} read pairs while running ({rotated_reads} after a rotation, {refusals} refusals to try again); {samples} size samples, peak {peak}"
+    );
+    assert!(
+        rotated_reads > 0,
+        "no read while the run ran after a rotation ({reads} read pairs)"
     );
 
     assert_eq!(run["state"], "exited", "{run}");

@@ -23,6 +23,7 @@ both_sandboxes!(
     output_linked_outside_after_the_end,
     output_made_a_fifo_while_running,
     output_made_a_fifo_after_the_end,
+    background_folder_linked_outside_while_running,
 );
 
 /// An outside folder holding a file the tests must find untouched.
@@ -98,11 +99,20 @@ enum Swap {
     Link,
     /// A FIFO no one writes.
     Fifo,
+    /// The whole `background` folder moved aside, and a link to the outside folder put there.
+    Folder,
 }
 
 fn swap(out: &Path, how: Swap, outside: &Outside) {
+    if let Swap::Folder = how {
+        let background = out.parent().unwrap();
+        std::fs::rename(background, background.with_file_name("moved")).unwrap();
+        symlink(&outside.dir, background).unwrap();
+        return;
+    }
     std::fs::remove_file(out).unwrap_or_else(|err| panic!("removing {out:?}: {err}"));
     match how {
+        Swap::Folder => unreachable!("handled above"),
         Swap::Link => symlink(&outside.secret, out).unwrap(),
         Swap::Fifo => mknodat(CWD, out, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
             .unwrap_or_else(|err| panic!("mkfifo {out:?}: {err}")),
@@ -214,4 +224,8 @@ fn output_made_a_fifo_while_running(sandbox: Sandbox) {
 
 fn output_made_a_fifo_after_the_end(sandbox: Sandbox) {
     output_swapped_after_the_end(sandbox, Swap::Fifo);
+}
+
+fn background_folder_linked_outside_while_running(sandbox: Sandbox) {
+    output_swapped_while_running(sandbox, Swap::Folder);
 }

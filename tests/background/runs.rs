@@ -186,6 +186,20 @@ impl Bg {
 
 impl Drop for Bg {
     fn drop(&mut self) {
+        // A test that passed must leave no supervisor behind: each quits once its run's end is
+        // recorded.
+        let mut lingering: Vec<String> = Vec::new();
+        if !std::thread::panicking() {
+            let ids = self.record_ids();
+            poll(Duration::from_secs(10), || {
+                lingering = ids
+                    .iter()
+                    .filter(|id| !supervisors(id).is_empty())
+                    .cloned()
+                    .collect();
+                lingering.is_empty()
+            });
+        }
         for id in self.record_ids() {
             for supervisor in supervisors(&id) {
                 sigkill(supervisor.pid);
@@ -210,6 +224,14 @@ impl Drop for Bg {
                 sigkill(proc.pid);
             }
         }
+        assert!(
+            lingering.is_empty(),
+            "supervisors still ran 10 s after the test: {lingering:?}; records: {:#?}",
+            lingering
+                .iter()
+                .map(|id| self.record(id))
+                .collect::<Vec<_>>()
+        );
     }
 }
 
