@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::call::{self, CallSpec, Ended};
 use crate::protocol::{self, Era, RpcError};
-use crate::server::Server;
+use crate::server::{CallRefused, Server, refusal_result};
 use crate::{program, render, spawn, tools, workdir};
 
 /// Checks a `command` call and starts it; refusals are answered at once with `isError`.
@@ -22,13 +22,17 @@ pub fn start(
         Ok(spec) => spec,
         Err(message) => return refuse(server, &id, &era, &message),
     };
-    let Some(control) = server.call_started(&id) else {
-        let err = RpcError::new(
-            id,
-            protocol::INVALID_REQUEST,
-            "this request id is already in flight, or the server is shutting down",
-        );
-        return server.writer.send(&err.to_message());
+    let control = match server.call_started(&id) {
+        Ok(control) => control,
+        Err(CallRefused::DuplicateId) => {
+            let err = RpcError::new(
+                id,
+                protocol::INVALID_REQUEST,
+                CallRefused::DuplicateId.to_string(),
+            );
+            return server.writer.send(&err.to_message());
+        }
+        Err(refused) => return refuse(server, &id, &era, &refused.to_string()),
     };
     let thread_server = Arc::clone(server);
     let thread_id = id.clone();
@@ -115,9 +119,5 @@ fn run(
 }
 
 fn refuse(server: &Server, id: &Value, era: &Era, message: &str) {
-    let result = json!({
-        "content": [{"type": "text", "text": message}],
-        "isError": true,
-    });
-    server.answer(id, era, result);
+    server.answer(id, era, refusal_result(message));
 }

@@ -20,6 +20,9 @@ use crate::{background, call, foreground};
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for stdout to take what is queued.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
+/// The most tool calls one server runs at once; more are refused until some end, so a client
+/// cannot make the server start threads without bound.
+pub const MAX_CALLS: usize = 128;
 /// How long a client may cache the tool list and the discovery result.
 const CACHE_TTL_MS: u64 = 60_000;
 
@@ -281,10 +284,14 @@ impl Server {
         meta: Option<Map<String, Value>>,
         era: Era,
     ) -> Result<(), RpcError> {
+        if let Err(refused) = self.count_started() {
+            self.answer(id, &era, refusal_result(&refused.to_string()));
+            return Ok(());
+        }
         let server = Arc::clone(self);
         let thread_id = id.clone();
         let name = name.to_owned();
-        std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name(format!("{name} {id}"))
             .spawn(move || {
                 let answer = background::call(&server, &name, &arguments, meta.as_ref(), &era);
@@ -298,15 +305,16 @@ impl Server {
                     result["structuredContent"] = structured;
                 }
                 server.answer(&thread_id, &era, result);
-            })
-            .map(drop)
-            .map_err(|err| {
-                RpcError::new(
-                    id.clone(),
-                    protocol::INTERNAL_ERROR,
-                    format!("no thread for the call: {err}"),
-                )
-            })
+                server.count_ended();
+            });
+        spawned.map(drop).map_err(|err| {
+            self.count_ended();
+            RpcError::new(
+                id.clone(),
+                protocol::INTERNAL_ERROR,
+                format!("no thread for the call: {err}"),
+            )
+        })
     }
 
     /// Sends a result, with what the revision asks every result to carry.
@@ -323,36 +331,64 @@ impl Server {
         self.writer.send(&protocol::result_message(id, result));
     }
 
-    /// Registers a call in flight; `None` when its id is already in flight or the server is
-    /// shutting down. The count of running calls goes up until [`Server::call_ended`].
-    pub(crate) fn call_started(&self, id: &Value) -> Option<Arc<call::CallControl>> {
+    /// Registers a call in flight, or says why it may not start. The count of running calls
+    /// goes up until [`Server::call_ended`].
+    pub(crate) fn call_started(&self, id: &Value) -> Result<Arc<call::CallControl>, CallRefused> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            return None;
+            return Err(CallRefused::ShuttingDown);
         }
-        let control = match call::CallControl::new() {
-            Ok(control) => Arc::new(control),
-            Err(err) => {
-                tracing::error!(%err, "no eventfd for a call");
-                return None;
-            }
-        };
+        let control = call::CallControl::new().map_err(CallRefused::NoEventfd)?;
+        let control = Arc::new(control);
         let mut in_flight = lock(&self.in_flight);
         let key = id_key(id);
         if in_flight.contains_key(&key) {
-            return None;
+            return Err(CallRefused::DuplicateId);
         }
+        self.count_started()?;
         in_flight.insert(key, control.clone());
-        *lock(&self.running) += 1;
-        Some(control)
+        Ok(control)
+    }
+
+    /// Counts a call that runs on a thread of its own, within [`MAX_CALLS`].
+    fn count_started(&self) -> Result<(), CallRefused> {
+        let mut running = lock(&self.running);
+        if *running >= MAX_CALLS {
+            return Err(CallRefused::TooMany);
+        }
+        *running += 1;
+        Ok(())
     }
 
     /// Forgets a call that ended.
     pub(crate) fn call_ended(&self, id: &Value) {
         lock(&self.in_flight).remove(&id_key(id));
+        self.count_ended();
+    }
+
+    fn count_ended(&self) {
         let mut running = lock(&self.running);
         *running = running.saturating_sub(1);
         self.ended.notify_all();
     }
+}
+
+/// Why a call could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CallRefused {
+    /// Shutdown has begun.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// Another request with this id is in flight.
+    #[error("a request with this id is already in flight")]
+    DuplicateId,
+    /// [`MAX_CALLS`] calls are running.
+    #[error(
+        "{MAX_CALLS} calls are running, the most this server runs at once; wait for some to end"
+    )]
+    TooMany,
+    /// No eventfd for the call's wake-ups.
+    #[error("the call could not be set up: {0}")]
+    NoEventfd(std::io::Error),
 }
 
 /// A request id as a map key: its JSON text, so `1` and `"1"` stay apart.
@@ -368,6 +404,11 @@ fn instructions() -> &'static str {
     "Link Run runs programs for you in a sandbox. Call `command` with a program from its list; \
      its description gives the limits in force. With background runs, `start` runs a program \
      that outlives the call; `list`, `read` and `stop` follow it."
+}
+
+/// A tool result that refuses the call with `text`.
+pub(crate) fn refusal_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
 /// Locks a mutex; a panic elsewhere while it was held leaves data that is still consistent

@@ -61,3 +61,46 @@ fn refuses_to_start_without_a_sandbox_in_one_line() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn refuses_calls_beyond_the_most_it_runs_at_once() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
+        .args(["serve", "--files"])
+        .arg(files.path())
+        .args([
+            "--programs-path",
+            "/bin:/usr/bin",
+            "--timeout",
+            "30s",
+            "--output",
+            "1KiB",
+        ])
+        .args(["--program", "sleep", "--", "env"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = serve.stdin.take().unwrap();
+    let total = lnk_link_run::server::MAX_CALLS + 2;
+    for id in 0..total {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"command","arguments":{{"program":"sleep","args":["30"]}}}}}}"#
+        )
+        .unwrap();
+    }
+    stdin.flush().unwrap();
+    // The refusals come at once, while the others sleep.
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        let line = lines.next().unwrap().unwrap();
+        assert!(line.contains(r#""isError":true"#), "{line}");
+        assert!(line.contains("calls are running"), "{line}");
+    }
+    // Closing stdin kills the calls in flight; serve exits 0 without answering them.
+    drop(stdin);
+    assert!(serve.wait().unwrap().success());
+}
