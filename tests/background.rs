@@ -32,8 +32,8 @@ mod runs;
 /// `--background-output` with rotation, and the refusals (no thread, `--hops`).
 #[path = "background/caps.rs"]
 mod caps;
-/// Supervisors that die: SIGTERM records `lost`, SIGKILL before the gate opens runs nothing;
-/// and the lock is never inherited by the run.
+/// Supervisors that die: SIGTERM, SIGINT or SIGHUP records `lost`, SIGKILL before the gate opens
+/// runs nothing; and the lock is never inherited by the run.
 #[path = "background/crashes.rs"]
 mod crashes;
 /// A hostile files folder: `background` and the output file made links or FIFOs.

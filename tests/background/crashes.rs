@@ -1,7 +1,7 @@
-//! Supervisors that die: one sent SIGTERM kills the group and records `lost`; one killed with
-//! SIGKILL before the gate opens leaves nothing running and its program never runs. And the run
-//! never inherits a descriptor of the state folder (a leaked lock would make a dead supervisor
-//! look alive).
+//! Supervisors that die: one sent SIGTERM, SIGINT or SIGHUP kills the group and records `lost`;
+//! one killed with SIGKILL before the gate opens leaves nothing running and its program never
+//! runs. And the run never inherits a descriptor of the state folder (a leaked lock would make a
+//! dead supervisor look alive).
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -18,11 +18,26 @@ use crate::serve::ANSWER;
 
 both_sandboxes!(
     supervisor_sigterm_records_lost,
+    supervisor_sigint_records_lost,
+    supervisor_sighup_records_lost,
     supervisor_sigkill_before_the_gate_opens_runs_nothing,
     the_lock_is_not_inherited_by_the_run,
 );
 
 fn supervisor_sigterm_records_lost(sandbox: Sandbox) {
+    supervisor_signalled_records_lost(sandbox, Signal::TERM);
+}
+
+fn supervisor_sigint_records_lost(sandbox: Sandbox) {
+    supervisor_signalled_records_lost(sandbox, Signal::INT);
+}
+
+fn supervisor_sighup_records_lost(sandbox: Sandbox) {
+    supervisor_signalled_records_lost(sandbox, Signal::HUP);
+}
+
+/// A supervisor sent `sig` kills the run's group and records it `lost`, untold.
+fn supervisor_signalled_records_lost(sandbox: Sandbox, sig: Signal) {
     let bg = Bg::new(sandbox);
     let mut serve = bg.serve(&Flags::default()).start();
     let mark = bg.marker();
@@ -31,7 +46,7 @@ fn supervisor_sigterm_records_lost(sandbox: Sandbox) {
     let supervisor = wait_supervisor(&id, ANSWER);
     let (pgid, leader) = bg.group(&id);
 
-    signal(supervisor.pid, Signal::TERM);
+    signal(supervisor.pid, sig);
     let record = bg.wait_record(&id, Duration::from_secs(10), |r| {
         r["status"]["state"] != "running"
     });
