@@ -88,7 +88,11 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
             record.store(&state).context("recording the run lost")?;
         }
     }
-    tell::tell_if_due(&state, &mut record);
+    // A run ended by a signal to its supervisor is left untold: whoever stops supervisors
+    // (a shutdown) is not the moment to talk; a later sweep tells it.
+    if !signals.pending() {
+        tell::tell_if_due(&state, &mut record);
+    }
     drop(lock);
     result
 }
