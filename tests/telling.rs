@@ -1,0 +1,53 @@
+//! End-to-end tests of telling, sweeping and stopping (issue 4, "How it is shown"): a run's end
+//! told through the way in, exactly once and signed; `lnk-link-supervise sweep` after crashes
+//! (lost runs, the pid-reuse guard, the ten minutes of retries, the keep); `stop --state` and
+//! `remove --state`; a bad keyring. Each test body runs through the pass-through prefix and
+//! under bubblewrap (`name::bwrap`, skipped with a line on stderr when `bwrap` is missing,
+//! failing then with `LNK_REQUIRE_SANDBOX=1`).
+//!
+//! The way in is a stand-in written here ([`wayin`]): a Unix socket in the test's folder that
+//! verifies each message's ed25519 signature against the agent's `.pub` (made by
+//! `lnk-link-supervise keygen`) and records what it got.
+//!
+//! Run: `cargo build --workspace && cargo test -p lnk-tests --test telling` (it needs
+//! `lnk-link-run` and `lnk-link-supervise` built in the same target folder; `cargo test` from the
+//! root builds both).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The shared support: this file uses only part of it.
+#[allow(dead_code)]
+#[path = "support/procs.rs"]
+mod procs;
+#[allow(dead_code)]
+#[path = "support/sandbox.rs"]
+mod sandbox;
+#[allow(dead_code)]
+#[path = "support/serve.rs"]
+mod serve;
+
+/// Background runs' support (the state folder beside `files/`, the tools, the records, the
+/// cleanup guard), shared with `tests/background.rs`.
+#[allow(dead_code)]
+#[path = "background/runs.rs"]
+mod runs;
+
+/// The tests' side of the state folder: a keyring, `sweep`/`stop`/`remove`, records edited
+/// under their lock, decoy processes.
+#[path = "telling/disk.rs"]
+mod disk;
+/// The stand-in way in and key pairs.
+#[path = "telling/wayin.rs"]
+mod wayin;
+
+/// A bad keyring: missing, 0644, a link, not hex.
+#[path = "telling/keyring.rs"]
+mod keyring;
+/// `stop --state` and `remove --state`.
+#[path = "telling/state_folder.rs"]
+mod state_folder;
+/// Sweeps: lost runs, the pid-reuse guard, the ten minutes, the keep.
+#[path = "telling/sweeps.rs"]
+mod sweeps;
+/// Told once; the way in down, then up; an error answer; keygen.
+#[path = "telling/told.rs"]
+mod told;

@@ -1,0 +1,148 @@
+//! `lnk-link-supervise stop --state` and `remove --state`, as `lnk agent stop` and
+//! `lnk agent delete` use them: no process of any run is left (and, for `remove`, nothing on
+//! disk), each is safe to run twice, and each is safe while a sweep runs beside it.
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::disk::{CLI, Tell, exists, names, spawn_cli, supervise_cli};
+use crate::procs::{wait_for_role, wait_gone};
+use crate::runs::{
+    Flags, procs_args, send_tool, start, supervisors, wait_group_gone, wait_no_supervisor,
+};
+use crate::sandbox::{Sandbox, both_sandboxes, path_str};
+use crate::serve::{ANSWER, Serve};
+use crate::told::the_message_about;
+use crate::wayin::Answer;
+
+both_sandboxes!(
+    stop_state_stops_every_run_twice_beside_a_sweep,
+    remove_state_leaves_nothing_twice_beside_a_sweep,
+);
+
+/// Two lingering runs with grandchildren and one ended run; their ids, markers and groups.
+struct Runs {
+    lingering: Vec<(String, String, i32)>,
+    ended: String,
+}
+
+fn start_runs(t: &Tell, serve: &mut Serve) -> Runs {
+    let ended = start(serve, json!({"program": "sh", "args": ["-c", "echo done"]}));
+    t.wait_done(&ended);
+    let lingering = (0..2)
+        .map(|_| {
+            let mark = t.bg.marker();
+            let id = start(serve, procs_args("tree", &mark, 120));
+            wait_for_role(&mark, "linger", ANSWER);
+            wait_for_role(&mark, "tree", ANSWER);
+            let (pgid, _) = t.bg.group(&id);
+            (id, mark, pgid)
+        })
+        .collect();
+    Runs { lingering, ended }
+}
+
+/// Runs `lnk-link-supervise <verb> --state <state>` while a sweep of the same folder runs;
+/// both must succeed.
+fn beside_a_sweep(t: &Tell, verb: &str) {
+    let state = path_str(t.state());
+    let sweep = spawn_cli(&["sweep", &state]);
+    let out = supervise_cli(&[verb, "--state", &state], CLI);
+    assert!(
+        out.status.success(),
+        "{verb} --state failed: {}",
+        out.stderr
+    );
+    let swept = sweep.finish(CLI);
+    assert!(
+        swept.status.success(),
+        "the sweep beside {verb} failed: {}",
+        swept.stderr
+    );
+}
+
+/// No process of the runs is left: programs, groups, supervisors.
+fn nothing_runs(runs: &Runs) {
+    for (id, mark, pgid) in &runs.lingering {
+        wait_gone(mark, Duration::from_secs(5));
+        wait_group_gone(*pgid, Duration::from_secs(5));
+        wait_no_supervisor(id, Duration::from_secs(5));
+    }
+    assert!(supervisors(&runs.ended).is_empty());
+}
+
+fn stop_state_stops_every_run_twice_beside_a_sweep(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let way = t.way_in(Answer::Result);
+    let mut serve = t.serve(&Flags::default()).start();
+    let runs = start_runs(&t, &mut serve);
+
+    beside_a_sweep(&t, "stop");
+    nothing_runs(&runs);
+    // Each ended and was told, once; the records stay.
+    let got = way.received();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    for (id, _, _) in &runs.lingering {
+        let record = t.bg.record(id).unwrap();
+        assert_eq!(record["status"]["state"], "stopped", "{record}");
+        assert_eq!(record["telling"]["told"], true, "{record}");
+        assert_eq!(the_message_about(&got, id)["run"]["state"], "stopped");
+    }
+    assert_eq!(
+        t.bg.record(&runs.ended).unwrap()["status"]["state"],
+        "exited"
+    );
+    let before = names(t.state());
+
+    // Twice: nothing to do, nothing changes.
+    let out = supervise_cli(&["stop", "--state", &path_str(t.state())], CLI);
+    assert!(
+        out.status.success(),
+        "the second stop failed: {}",
+        out.stderr
+    );
+    assert_eq!(names(t.state()), before);
+    nothing_runs(&runs);
+    assert_eq!(way.received().len(), 3, "{:#?}", way.received());
+}
+
+fn remove_state_leaves_nothing_twice_beside_a_sweep(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let way = t.way_in(Answer::Result);
+    let mut serve = t.serve(&Flags::default()).start();
+    let runs = start_runs(&t, &mut serve);
+    let background = t.bg.setup.files.join("background");
+    assert_eq!(names(&background).len(), 3, "{:?}", names(&background));
+
+    beside_a_sweep(&t, "remove");
+    nothing_runs(&runs);
+    assert!(
+        !exists(t.state()),
+        "the state folder stays: {:?}",
+        names(t.state())
+    );
+    let left: Vec<String> = names(&background)
+        .into_iter()
+        .filter(|n| n.ends_with(".out") || n.starts_with(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "output files stay: {left:?}");
+
+    // Twice: the folder is gone already, which is fine.
+    let out = supervise_cli(&["remove", "--state", &path_str(t.state())], CLI);
+    assert!(
+        out.status.success(),
+        "the second remove failed: {}",
+        out.stderr
+    );
+    assert!(!exists(t.state()));
+    nothing_runs(&runs);
+
+    // The serve beside it still answers.
+    let asked = send_tool(&mut serve, "list", json!({}), None);
+    serve.response(&json!(asked), ANSWER);
+    // The lingering runs were told they stopped before they were removed.
+    let got = way.received();
+    for (id, _, _) in &runs.lingering {
+        assert_eq!(the_message_about(&got, id)["run"]["state"], "stopped");
+    }
+}

@@ -1,0 +1,280 @@
+//! Telling a run's end through the way in: told exactly once with a valid signature and the
+//! right `from`, `thread`, `hops` and run; a way in that is down at the end is told by the next
+//! sweep that finds it up; an `error` answer stays told and is not retried. And `keygen`.
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::disk::{CLI, Tell, supervise_cli};
+use crate::runs::{Flags, THREAD, is_rfc3339, listed, meta, poll, start, started, tool};
+use crate::sandbox::{Sandbox, both_sandboxes, path_str};
+use crate::serve::{ANSWER, Setup};
+use crate::wayin::{AGENT, Answer, Told, keygen};
+
+both_sandboxes!(
+    a_run_is_told_once,
+    a_way_in_down_at_the_end_is_told_by_the_next_sweep,
+    an_error_answer_stays_told,
+    a_way_in_that_never_answers_is_retried,
+);
+
+/// The one message about run `id`, checked: valid, from the run, about the run.
+pub fn the_message_about(got: &[Told], id: &str) -> Value {
+    let about: Vec<&Told> = got
+        .iter()
+        .filter(|t| t.body["from"] == format!("run:{id}"))
+        .collect();
+    assert_eq!(about.len(), 1, "one message about {id}: {got:#?}");
+    let told = about[0];
+    told.assert_valid();
+    assert_eq!(told.agent, AGENT, "{:?}", told.request);
+    assert_eq!(told.body["run"]["id"], id, "{}", told.body);
+    told.body.clone()
+}
+
+fn a_run_is_told_once(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let way = t.way_in(Answer::Result);
+    let mut serve = t.serve(&Flags::default()).start();
+    let args = json!(["-c", "printf 'hello\\n'; exit 3"]);
+    // The call is one hop deep; the message carries two.
+    let result = tool(
+        &mut serve,
+        "start",
+        json!({"program": "sh", "args": args}),
+        Some(meta(Some(1))),
+    );
+    let id = started(&result);
+    way.wait_for(1, ANSWER);
+    let record = t.wait_done(&id);
+    let got = way.received();
+    assert_eq!(got.len(), 1, "exactly one message: {got:#?}");
+    let body = the_message_about(&got, &id);
+
+    assert_eq!(body["from"], format!("run:{id}"), "{body}");
+    assert_eq!(body["thread"], THREAD, "{body}");
+    assert_eq!(body["hops"], 2, "hops is the call's plus one: {body}");
+    assert!(is_rfc3339(&body["at"]), "{body}");
+    let text = body["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&id) && !text.contains('\n'),
+        "one line naming the run: {text:?}"
+    );
+    let run = &body["run"];
+    assert_eq!(run["program"], "sh", "{run}");
+    assert_eq!(run["args"], args, "{run}");
+    assert_eq!(run["dir"], ".", "{run}");
+    assert_eq!(run["state"], "exited", "{run}");
+    assert_eq!(run["exit_code"], 3, "{run}");
+    assert_eq!(run["signal"], Value::Null, "{run}");
+    assert_eq!(run["output_bytes"], 6, "{run}");
+    assert_eq!(run["dropped_bytes"], 0, "{run}");
+    assert!(is_rfc3339(&run["started_at"]), "{run}");
+    assert!(is_rfc3339(&run["ended_at"]), "{run}");
+
+    // On disk and in `list`: told, after one try; `list` shows the run the message carried.
+    assert_eq!(record["telling"]["told"], true, "{record}");
+    assert_eq!(record["telling"]["attempts"], 1, "{record}");
+    let listed = listed(&mut serve, &id);
+    assert_eq!(listed["told"], true, "{listed}");
+    for key in listed.as_object().unwrap().keys().filter(|k| *k != "told") {
+        assert_eq!(
+            listed[key], run[key],
+            "`{key}` as list shows it: {listed} vs {run}"
+        );
+    }
+
+    // A second sweep sends nothing more.
+    t.sweep();
+    assert_eq!(way.received().len(), 1, "{:#?}", way.received());
+    assert_eq!(t.bg.record(&id).unwrap()["telling"], record["telling"]);
+}
+
+fn a_way_in_down_at_the_end_is_told_by_the_next_sweep(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let mut serve = t.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "exit 0"]}),
+    );
+    // Nothing listens: no socket at all.
+    let record = t.wait_done(&id);
+    assert_eq!(record["status"]["state"], "exited", "{record}");
+    assert_eq!(record["telling"]["told"], false, "{record}");
+    assert_eq!(record["telling"]["attempts"], 1, "{record}");
+
+    // A socket that refuses: bound once, no one listening any more.
+    drop(UnixListener::bind(&t.socket).unwrap());
+    t.sweep();
+    let record = t.bg.record(&id).unwrap();
+    assert_eq!(record["telling"]["told"], false, "refused: {record}");
+    assert_eq!(record["telling"]["attempts"], 2, "{record}");
+    std::fs::remove_file(&t.socket).unwrap();
+
+    // The way in comes up: the next sweep tells, once.
+    let way = t.way_in(Answer::Result);
+    t.sweep();
+    let got = way.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    let body = the_message_about(&got, &id);
+    assert_eq!(body["run"]["state"], "exited", "{body}");
+    assert_eq!(body["thread"], THREAD, "{body}");
+    assert_eq!(body["hops"], 1, "{body}");
+    let record = t.bg.record(&id).unwrap();
+    assert_eq!(record["telling"]["told"], true, "{record}");
+    assert_eq!(record["telling"]["attempts"], 3, "{record}");
+
+    t.sweep();
+    assert_eq!(way.received().len(), 1, "told once: {:#?}", way.received());
+}
+
+fn an_error_answer_stays_told(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let way = t.way_in(Answer::Error);
+    let mut serve = t.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "exit 0"]}),
+    );
+    let record = t.wait_done(&id);
+    let got = way.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    the_message_about(&got, &id);
+    assert_eq!(
+        record["telling"]["told"], true,
+        "an error answer stays told: {record}"
+    );
+    assert_eq!(record["telling"]["attempts"], 1, "{record}");
+    // The error is logged (the supervisor's stderr is serve's).
+    let logged = poll(ANSWER, || {
+        serve
+            .stderr()
+            .contains("the stand-in way in refuses this message")
+    });
+    assert!(logged, "the error answer is not logged: {}", serve.stderr());
+
+    // No retry follows.
+    t.sweep();
+    assert_eq!(way.received().len(), 1, "{:#?}", way.received());
+    let again = t.bg.record(&id).unwrap();
+    assert_eq!(again["telling"], record["telling"], "{again}");
+}
+
+fn a_way_in_that_never_answers_is_retried(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let silent = t.way_in(Answer::Silent);
+    let mut serve = t.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "exit 0"]}),
+    );
+    silent.wait_for(1, ANSWER);
+    let asked = Instant::now();
+    // The supervisor gives up after its 10 s, untold.
+    let record = t.wait_done(&id);
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(20),
+        "the supervisor waited {waited:?} for an answer"
+    );
+    assert_eq!(record["telling"]["told"], false, "timed out: {record}");
+    assert_eq!(record["telling"]["attempts"], 1, "{record}");
+    drop(silent);
+
+    let way = t.way_in(Answer::Result);
+    t.sweep();
+    let got = way.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    the_message_about(&got, &id);
+    assert_eq!(t.bg.record(&id).unwrap()["telling"]["told"], true);
+    t.sweep();
+    assert_eq!(way.received().len(), 1, "{:#?}", way.received());
+}
+
+/// The stand-in is no rubber stamp: it accepts a message signed with the agent's key and
+/// refuses one signed with another key, or whose body was changed after signing.
+#[test]
+fn the_stand_in_verifies_signatures() {
+    use base64::Engine;
+    use ed25519_dalek::{Signer, SigningKey};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+
+    let setup = Setup::new(Sandbox::Passthrough);
+    let keyring = setup.path("keyring");
+    keygen(&keyring, AGENT);
+    let way = crate::wayin::WayIn::start(&setup.path("way-in.sock"), &keyring, Answer::Result);
+    let seed = std::fs::read_to_string(keyring.join(format!("{AGENT}.key"))).unwrap();
+    let ours = SigningKey::from_bytes(&crate::wayin::decode_hex32(seed.trim()).unwrap());
+    let theirs = SigningKey::from_bytes(&[7u8; 32]);
+    let body = json!({"from": "run:abcdefghijkl", "thread": THREAD, "hops": 1}).to_string();
+    let send = |key: &SigningKey, signed: &str, sent: &str| {
+        let signature = base64::engine::general_purpose::STANDARD
+            .encode(key.sign(signed.as_bytes()).to_bytes());
+        let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tell",
+            "params": {"agent": AGENT, "body": sent, "signature": signature}});
+        let mut stream = UnixStream::connect(setup.path("way-in.sock")).unwrap();
+        stream.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut answer = String::new();
+        BufReader::new(stream).read_line(&mut answer).unwrap();
+        serde_json::from_str::<Value>(&answer).unwrap()
+    };
+    assert_eq!(send(&ours, &body, &body)["result"], json!({}));
+    send(&theirs, &body, &body);
+    let changed = body.replace("\"hops\":1", "\"hops\":9");
+    assert_ne!(changed, body);
+    send(&ours, &body, &changed);
+    let got = way.received();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    got[0].assert_valid();
+    for bad in &got[1..] {
+        let problem = bad.problem.as_deref().unwrap_or_default();
+        assert!(problem.contains("does not verify"), "{bad:#?}");
+    }
+}
+
+/// `keygen` writes `<agent>.key` (0600) and `<agent>.pub`, and never overwrites them.
+#[test]
+fn keygen_writes_a_pair_and_never_overwrites() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let keyring = setup.path("keyring");
+    keygen(&keyring, "ada");
+    let key = keyring.join("ada.key");
+    let public = keyring.join("ada.pub");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the key's mode is {mode:o}");
+    let before = (
+        std::fs::read(&key).unwrap(),
+        std::fs::read(&public).unwrap(),
+    );
+
+    let ring = path_str(&keyring);
+    let out = supervise_cli(&["keygen", "--keyring", &ring, "--as", "ada"], CLI);
+    assert!(!out.status.success(), "keygen overwrote a key: {out:?}");
+    assert!(
+        out.stderr.contains("ada.key") && out.stderr.contains("exists"),
+        "{}",
+        out.stderr
+    );
+    let after = (
+        std::fs::read(&key).unwrap(),
+        std::fs::read(&public).unwrap(),
+    );
+    assert_eq!(before, after, "the key pair changed");
+
+    // Only the public key there: still refused.
+    std::fs::remove_file(&key).unwrap();
+    let out = supervise_cli(&["keygen", "--keyring", &ring, "--as", "ada"], CLI);
+    assert!(
+        !out.status.success(),
+        "keygen overwrote a public key: {out:?}"
+    );
+    assert!(!key.exists(), "a key was written beside an old public key");
+
+    // Not an agent id: refused, nothing written.
+    let out = supervise_cli(&["keygen", "--keyring", &ring, "--as", "../x"], CLI);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(!setup.path("x.key").exists() && !keyring.join("../x.key").exists());
+}
