@@ -22,6 +22,7 @@ both_sandboxes!(
     supervisor_sighup_records_lost,
     supervisor_sigkill_before_the_gate_opens_runs_nothing,
     the_lock_is_not_inherited_by_the_run,
+    serve_stdio_does_not_leak_into_the_supervisor_or_the_run,
 );
 
 fn supervisor_sigterm_records_lost(sandbox: Sandbox) {
@@ -154,6 +155,46 @@ fn the_lock_is_not_inherited_by_the_run(sandbox: Sandbox) {
         assert!(
             leaked.is_empty(),
             "process {pid} of the run holds descriptors of the state folder: {leaked:?}"
+        );
+    }
+
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+/// Only the lock crosses from serve to the supervisor: serve's stdio pipes (to its MCP host,
+/// here this test) must not be held by the supervisor or the run, or a host waiting for serve's
+/// stderr to close would wait for every background run to end.
+fn serve_stdio_does_not_leak_into_the_supervisor_or_the_run(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    wait_for_role(&mark, "tree", ANSWER);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let (_pgid, leader) = bg.group(&id);
+    let serve_fds: Vec<PathBuf> = (0..3)
+        .map(|fd| std::fs::read_link(format!("/proc/{}/fd/{fd}", serve.pid())).unwrap())
+        .collect();
+    assert!(
+        serve_fds
+            .iter()
+            .all(|t| t.to_string_lossy().starts_with("pipe:")),
+        "serve's stdio are this test's pipes: {serve_fds:?}"
+    );
+    let mut pids: Vec<i32> = with_marker(&mark).iter().map(|p| p.pid).collect();
+    pids.extend([leader, supervisor.pid]);
+    for pid in pids {
+        let leaked: Vec<PathBuf> = fd_targets(pid)
+            .into_iter()
+            .filter(|t| serve_fds.contains(t))
+            .collect();
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            leaked.is_empty(),
+            "process {pid} ({}) holds serve's stdio (stdin, stdout, stderr: {serve_fds:?}): {leaked:?}",
+            String::from_utf8_lossy(&argv).replace('\0', " ")
         );
     }
 
