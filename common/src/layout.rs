@@ -6,6 +6,8 @@
 //! <state>/<id>.lock             flock held by the run's supervisor for its whole life
 //! <state>/<id>.stop             present: the run is asked to stop (content ignored)
 //! <state>/<id>.damaged          a record a sweep could not read, moved aside for a person
+//! <state>/<id>.log              the run's supervisor's log (its stderr), removed with the run
+//! <state>/sweep.log             the log of the sweeps serve starts
 //! <state>/.tmp-<random>         a temporary file (record being written, lock being created)
 //! <files>/background/<id>.out   the run's output (stdout and stderr together)
 //! <files>/background/.tmp-<id>-<random>   the output's next version during a rotation
@@ -37,6 +39,12 @@ pub const LOCK_SUFFIX: &str = ".lock";
 pub const STOP_SUFFIX: &str = ".stop";
 /// Suffix of a record moved aside by a sweep: `<id>.damaged`.
 pub const DAMAGED_SUFFIX: &str = ".damaged";
+/// Suffix of a run's supervisor log: `<id>.log`.
+pub const LOG_SUFFIX: &str = ".log";
+/// The sweeps' log, shared by every sweep of the folder.
+pub const SWEEP_LOG: &str = "sweep.log";
+/// A log longer than this when it is opened starts again empty, so logs stay bounded.
+pub const LOG_LIMIT: u64 = 1024 * 1024;
 /// Prefix of every temporary file, in the state folder and in `background/`.
 pub const TEMP_PREFIX: &str = ".tmp-";
 /// Age after which a temporary file is surely a leftover.
@@ -102,6 +110,36 @@ impl StateDir {
         self.path.join(format!("{id}{DAMAGED_SUFFIX}"))
     }
 
+    /// `<state>/<id>.log`: the run's supervisor writes its log (its stderr) here.
+    pub fn log(&self, id: &RunId) -> PathBuf {
+        self.path.join(format!("{id}{LOG_SUFFIX}"))
+    }
+
+    /// `<state>/sweep.log`: where sweeps started by `serve` write their log.
+    pub fn sweep_log(&self) -> PathBuf {
+        self.path.join(SWEEP_LOG)
+    }
+
+    /// Opens a log of this folder for appending (`O_CLOEXEC|O_NOFOLLOW`, mode 0600), emptied
+    /// first when it has grown past [`LOG_LIMIT`]. Handed to a child as its stderr.
+    pub fn open_log(&self, path: &Path) -> Result<fs::File, Error> {
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)
+            .map_err(|e| Error::io(Op::Open, path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(Op::Stat, path, e))?
+            .len();
+        if len > LOG_LIMIT {
+            file.set_len(0).map_err(|e| Error::io(Op::Write, path, e))?;
+        }
+        Ok(file)
+    }
+
     /// A fresh temporary path, `<state>/.tmp-<random>`.
     pub fn temp(&self) -> Result<PathBuf, Error> {
         Ok(self.path.join(temp_name()?))
@@ -153,6 +191,8 @@ pub struct Listing {
     pub malformed: Vec<PathBuf>,
     /// Whether `start.lock` exists.
     pub start_lock: bool,
+    /// Whether `sweep.log` exists.
+    pub sweep_log: bool,
 }
 
 /// Which of a run's files exist in the state folder.
@@ -166,6 +206,8 @@ pub struct RunFiles {
     pub stop: bool,
     /// `<id>.damaged`.
     pub damaged: bool,
+    /// `<id>.log`.
+    pub log: bool,
 }
 
 impl Listing {
@@ -187,6 +229,10 @@ impl Listing {
             self.start_lock = true;
             return;
         }
+        if text == SWEEP_LOG {
+            self.sweep_log = true;
+            return;
+        }
         if is_temp_name(&name) {
             self.temporaries.push(path);
             return;
@@ -196,6 +242,7 @@ impl Listing {
             (LOCK_SUFFIX, Role::Lock),
             (STOP_SUFFIX, Role::Stop),
             (DAMAGED_SUFFIX, Role::Damaged),
+            (LOG_SUFFIX, Role::Log),
         ]
         .into_iter()
         .find_map(|(suffix, role)| {
@@ -212,6 +259,7 @@ impl Listing {
             Role::Lock => files.lock = true,
             Role::Stop => files.stop = true,
             Role::Damaged => files.damaged = true,
+            Role::Log => files.log = true,
         }
     }
 }
@@ -223,6 +271,7 @@ enum Role {
     Lock,
     Stop,
     Damaged,
+    Log,
 }
 
 /// `<id>.json`.
@@ -302,6 +351,8 @@ mod tests {
             "bbbbbbbbbbbb.lock",
             "bbbbbbbbbbbb.stop",
             "cccccccccccc.damaged",
+            "cccccccccccc.log",
+            "sweep.log",
             ".tmp-xyz",
             "notes.txt",
             "AAAAAAAAAAAA.json",
@@ -334,7 +385,8 @@ mod tests {
                 ..RunFiles::default()
             }
         );
-        assert!(listing.runs[&c].damaged);
+        assert!(listing.runs[&c].damaged && listing.runs[&c].log);
+        assert!(listing.sweep_log);
         assert_eq!(listing.record_ids().collect::<Vec<_>>(), vec![&a]);
         assert_eq!(listing.temporaries, vec![dir.path().join(".tmp-xyz")]);
         let mut malformed = listing.malformed.clone();
@@ -346,6 +398,27 @@ mod tests {
                 dir.path().join("notes.txt"),
                 dir.path().join("short.json"),
             ]
+        );
+    }
+
+    #[test]
+    fn logs_start_again_empty_past_their_limit() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        let path = state.sweep_log();
+        let mut log = state.open_log(&path).unwrap();
+        log.write_all(b"first\n").unwrap();
+        drop(state.open_log(&path).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"first\n", "a short log is kept");
+        fs::write(&path, vec![b'x'; LOG_LIMIT as usize + 1]).unwrap();
+        let mut log = state.open_log(&path).unwrap();
+        log.write_all(b"again\n").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"again\n");
+        std::os::unix::fs::symlink(&path, dir.path().join("link.log")).unwrap();
+        assert!(
+            state.open_log(&dir.path().join("link.log")).is_err(),
+            "a link is refused"
         );
     }
 

@@ -17,6 +17,8 @@
 //! | `<id>.json` | the run's record (below), replaced whole by rename, never edited in place |
 //! | `<id>.lock` | empty; exclusive flock held by the run's supervisor for its whole life |
 //! | `<id>.stop` | present (any content): the run is asked to stop |
+//! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty |
+//! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read, moved aside for a person; never read by the programs |
 //! | `.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes |
 //!
