@@ -76,12 +76,23 @@ pub fn call(
 /// Starts `lnk-link-supervise sweep <state>` beside the server, so that runs whose
 /// supervisor died are found, told and cleaned up, without delaying the first answer.
 pub fn start_sweep(background: &crate::config::Background) {
+    // Like a supervisor, a sweep may outlive serve (telling takes up to 10 s a run): its log
+    // goes to `sweep.log` in the state folder, not to serve's stderr.
+    let state = lnk_common::layout::StateDir::new(&background.state);
+    let log = match state.open_log(&state.sweep_log()) {
+        Ok(log) => std::process::Stdio::from(log),
+        Err(err) => {
+            tracing::warn!("{err}; the sweep's log is lost");
+            std::process::Stdio::null()
+        }
+    };
     let mut command = std::process::Command::new(&background.supervise);
     command
         .arg("sweep")
         .arg(&background.state)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null());
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
     start::new_session(&mut command);
     match command.spawn() {
         Ok(mut child) => {

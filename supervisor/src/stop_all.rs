@@ -62,7 +62,11 @@ pub fn remove(path: &Path) -> Result<()> {
         if files.stop {
             std::fs::remove_file(state.stop(id)).ok();
         }
+        if files.log {
+            std::fs::remove_file(state.log(id)).ok();
+        }
     }
+    std::fs::remove_file(state.sweep_log()).ok();
     std::fs::remove_file(state.start_lock()).ok();
     drop(start);
     match std::fs::remove_dir(path) {

@@ -100,6 +100,9 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
             tracing::error!(%id, "damaged record, moved aside to {}: {e}", state.damaged(id).display());
             std::fs::rename(state.record(id), state.damaged(id))?;
             report.damaged += 1;
+            // Nothing runs without a record: the lock goes, the damaged record stays for a
+            // person to look at.
+            lock.remove()?;
             return Ok(());
         }
     };
@@ -122,7 +125,7 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
 }
 
 /// Removes a run: its output file (through the files folder's handle), its stop request, its
-/// record, and last its lock, which the caller holds.
+/// log, its record, and last its lock, which the caller holds.
 pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<()> {
     match FilesDir::open(&record.launch.files).and_then(|files| files.open_background_dir()) {
         Ok(Some(background)) => {
@@ -134,6 +137,7 @@ pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<
         Err(err) => tracing::warn!(id = %record.id, "the output file stays: {err}"),
     }
     remove_if_there(&state.stop(&record.id))?;
+    remove_if_there(&state.log(&record.id))?;
     remove_if_there(&state.record(&record.id))?;
     lock.remove()?;
     Ok(())

@@ -1,7 +1,7 @@
 //! A bad keyring — the key missing, readable by others (0644), a symbolic link, or not 64 hex
-//! characters — gives a clear error naming the key file and what is wrong on the supervisor's
-//! stderr (which is serve's), never the secret; the run's end is still recorded, and the way
-//! in receives nothing.
+//! characters — gives a clear error naming the key file and what is wrong in the supervisor's
+//! log (`<state>/<id>.log`, its stderr), never the secret; the run's end is still recorded, and
+//! the way in receives nothing.
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -24,8 +24,8 @@ both_sandboxes!(
 const NOT_HEX: &str = "0123456789abcdefghijklmnopqrstuv0123456789abcdefghijklmnopqrstuv";
 
 /// Starts a run that tells through `keyring`, as it was set up, and checks: its end is
-/// recorded, the way in got nothing, and serve's stderr names the key file and says each of
-/// `what`; `secret` (the key file's text) appears nowhere in it.
+/// recorded, the way in got nothing, and the supervisor's log names the key file and says each
+/// of `what`; `secret` (the key file's text) appears nowhere in it, nor on serve's stderr.
 fn run_with_bad_keyring(t: &Tell, keyring: &Path, what: &[&str], secret: Option<&str>) {
     let way = WayIn::start(&t.socket, keyring, Answer::Result);
     let mut serve = t.serve_with(&Flags::default(), AGENT, keyring).start();
@@ -40,23 +40,23 @@ fn run_with_bad_keyring(t: &Tell, keyring: &Path, what: &[&str], secret: Option<
 
     let key_file = keyring.join(format!("{AGENT}.key"));
     let key_file = key_file.to_str().unwrap();
+    let log_path = t.state().join(format!("{id}.log"));
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     let said = poll(ANSWER, || {
-        let stderr = serve.stderr();
-        stderr
+        log()
             .lines()
             .any(|line| line.contains(key_file) && what.iter().all(|w| line.contains(w)))
     });
-    let stderr = serve.stderr();
+    let logged = log();
     assert!(
         said,
-        "no line names {key_file} and says {what:?}; serve's stderr:\n{stderr}"
+        "no line names {key_file} and says {what:?}; the supervisor's log:\n{logged}"
     );
     if let Some(secret) = secret {
         let secret = secret.trim();
-        assert!(
-            !stderr.contains(secret),
-            "the secret reached a log:\n{stderr}"
-        );
+        for text in [logged, serve.stderr()] {
+            assert!(!text.contains(secret), "the secret reached a log:\n{text}");
+        }
     }
 }
 

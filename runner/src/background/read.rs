@@ -16,8 +16,17 @@ use super::{Answer, count, only, run_id};
 use crate::config::{Background, Config};
 use crate::protocol::Era;
 
-/// How many times the record is read again when the output file keeps changing under us.
-const RELOADS: usize = 20;
+/// How many times the record is read again when the output file keeps changing under us (a
+/// small cap and a fast writer rotate often): the first tries at once, then a little apart.
+const RELOADS: usize = 200;
+/// Tries made at once before pausing between them.
+const EAGER_RELOADS: usize = 20;
+
+fn pause(attempt: usize) {
+    if attempt >= EAGER_RELOADS {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
 
 /// The `read` tool.
 pub fn read(
@@ -44,7 +53,7 @@ fn read_checked(
         .unwrap_or(config.output)
         .min(config.output);
     let state = StateDir::new(&background.state);
-    for _ in 0..RELOADS {
+    for attempt in 0..RELOADS {
         let record = match Record::load(&state, &id) {
             Ok(record) => record,
             Err(e) if e.is_not_found() => {
@@ -60,8 +69,20 @@ fn read_checked(
             Ok(Some(dir)) => dir.open_output_for_read(&id),
             Ok(None) => Ok(None),
             Err(e) => Err(e),
-        }
-        .map_err(|e| Answer::refusal(format!("run {id}'s output file cannot be read: {e}")))?;
+        };
+        let file = match file {
+            Ok(file) => file,
+            // Opened just as a rotation renamed a new file over it: read again.
+            Err(lnk_common::error::Error::HardLinked { links: 0, .. }) => {
+                pause(attempt);
+                continue;
+            }
+            Err(e) => {
+                return Err(Answer::refusal(format!(
+                    "run {id}'s output file cannot be read: {e}"
+                )));
+            }
+        };
         let Some(file) = file else {
             return Err(Answer::refusal(format!(
                 "run {id}'s output file background/{id}.out is gone"
@@ -71,7 +92,7 @@ fn read_checked(
             .map_err(|e| Answer::refusal(format!("run {id}'s output file: {e}")))?;
         if record.output.file != Some(file_id) {
             // Rotated since the record was read (or not yet named in it): read it again.
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            pause(attempt);
             continue;
         }
         let len = file
@@ -104,7 +125,10 @@ fn read_checked(
             Ok(again)
                 if again.output.file == record.output.file
                     && again.output.dropped_bytes == dropped => {}
-            _ => continue,
+            _ => {
+                pause(attempt);
+                continue;
+            }
         }
         let next_offset = from + got as u64;
         let structured = json!({

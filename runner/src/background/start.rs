@@ -174,6 +174,15 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
         let _ = lock.remove();
         return Err(failed("writing the run's record", &err));
     }
+    // The supervisor outlives serve: it must not hold serve's stderr, which is often a pipe
+    // of the MCP host. Its log goes to `<id>.log` in the state folder.
+    let log = match state.open_log(&state.log(&id)) {
+        Ok(log) => Stdio::from(log),
+        Err(err) => {
+            tracing::warn!(%id, "{err}; the supervisor's log is lost");
+            Stdio::null()
+        }
+    };
     let mut command = Command::new(&background.supervise);
     command
         .arg("supervise")
@@ -182,7 +191,7 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
         .arg(&background.state)
         .stdin(Stdio::from(lock.into_file()))
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .stderr(log);
     new_session(&mut command);
     match command.spawn() {
         Ok(mut child) => {
