@@ -15,7 +15,9 @@ use crate::{reclaim, sweep};
 /// How long a supervisor has to record its run's end after being asked to stop.
 const ASKED_WAIT: Duration = Duration::from_secs(5);
 /// How long after its group was killed by us a supervisor still has to end.
-const KILLED_WAIT: Duration = Duration::from_secs(10);
+const KILLED_WAIT: Duration = Duration::from_secs(5);
+/// How long after the lock's holders were killed the lock has to become free.
+const HOLDERS_WAIT: Duration = Duration::from_secs(5);
 /// How long to wait for `start.lock`, so no run starts while we stop them all.
 const START_LOCK_WAIT: Duration = Duration::from_secs(15);
 
@@ -110,7 +112,15 @@ fn stop_holding(state: &StateDir) -> Result<Vec<(lnk_common::id::RunId, LockGuar
                 }
                 match lock::lock_blocking(state, id, KILLED_WAIT) {
                     Ok(guard) => guard,
-                    Err(e) => bail!("run {id} did not end: {e}"),
+                    Err(_) => {
+                        // The supervisor does not answer at all (stopped, or stuck): the lock's
+                        // holders are found by the lock file itself, never by name, and killed.
+                        kill_lock_holders(&state.lock(id));
+                        match lock::lock_blocking(state, id, HOLDERS_WAIT) {
+                            Ok(guard) => guard,
+                            Err(e) => bail!("run {id} did not end: {e}"),
+                        }
+                    }
                 }
             }
         };
@@ -130,4 +140,40 @@ fn stop_holding(state: &StateDir) -> Result<Vec<(lnk_common::id::RunId, LockGuar
         held.push((id.clone(), guard));
     }
     Ok(held)
+}
+
+/// Kills every process that has the lock file `path` open (a supervisor that does not end),
+/// found through `/proc/<pid>/fd` by the file's device and inode.
+fn kill_lock_holders(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(lock) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid as u32 == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::metadata(fd.path())
+                .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino())
+        });
+        if holds && let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            tracing::warn!(pid = pid.as_raw_nonzero().get(), lock = %path.display(), "killing a holder of the lock that does not answer");
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
 }

@@ -8,7 +8,8 @@ use serde_json::json;
 use crate::disk::{CLI, Tell, exists, names, spawn_cli, supervise_cli};
 use crate::procs::{wait_for_role, wait_gone};
 use crate::runs::{
-    Flags, procs_args, send_tool, start, supervisors, wait_group_gone, wait_no_supervisor,
+    Flags, procs_args, send_tool, signal, start, supervisors, wait_group_gone, wait_no_supervisor,
+    wait_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes, path_str};
 use crate::serve::{ANSWER, Serve};
@@ -18,6 +19,7 @@ use crate::wayin::Answer;
 both_sandboxes!(
     stop_state_stops_every_run_twice_beside_a_sweep,
     remove_state_leaves_nothing_twice_beside_a_sweep,
+    stop_state_ends_a_frozen_supervisor,
 );
 
 /// Two lingering runs with grandchildren and one ended run; their ids, markers and groups.
@@ -145,4 +147,27 @@ fn remove_state_leaves_nothing_twice_beside_a_sweep(sandbox: Sandbox) {
     for (id, _, _) in &runs.lingering {
         assert_eq!(the_message_about(&got, id)["run"]["state"], "stopped");
     }
+}
+
+/// A supervisor that does not answer (stopped with SIGSTOP) keeps its run's lock: `stop
+/// --state` kills the run's group, then the lock's holder, and still ends with nothing left.
+fn stop_state_ends_a_frozen_supervisor(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let _way = t.way_in(Answer::Result);
+    let mut serve = t.serve(&Flags::default()).start();
+    let mark = t.bg.marker();
+    let id = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    let (pgid, _) = t.bg.group(&id);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    signal(supervisor.pid, rustix::process::Signal::STOP);
+
+    let out = supervise_cli(&["stop", "--state", &path_str(t.state())], CLI);
+    assert!(out.status.success(), "stop --state failed: {}", out.stderr);
+    wait_gone(&mark, Duration::from_secs(5));
+    wait_group_gone(pgid, Duration::from_secs(5));
+    wait_no_supervisor(&id, Duration::from_secs(5));
+    // Its supervisor died without recording the end; the stop recorded it lost.
+    let record = t.bg.record(&id).unwrap();
+    assert_eq!(record["status"]["state"], "lost", "{record}");
 }
