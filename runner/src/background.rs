@@ -5,6 +5,7 @@
 //! files (and ask for a stop by creating `<id>.stop`). Everything they share with the
 //! supervisor is in `lnk-common`.
 
+mod detached;
 mod list;
 mod read;
 mod schema;
@@ -74,35 +75,20 @@ pub fn call(
 }
 
 /// Starts `lnk-link-supervise sweep <state>` beside the server, so that runs whose
-/// supervisor died are found, told and cleaned up, without delaying the first answer.
+/// supervisor died are found, told and cleaned up, without delaying the first answer. Like a
+/// supervisor, a sweep may outlive serve (telling takes up to 10 s a run): it logs to
+/// `sweep.log`.
 pub fn start_sweep(background: &crate::config::Background) {
-    // Like a supervisor, a sweep may outlive serve (telling takes up to 10 s a run): its log
-    // goes to `sweep.log` in the state folder, not to serve's stderr.
     let state = lnk_common::layout::StateDir::new(&background.state);
-    let log = match state.open_log(&state.sweep_log()) {
-        Ok(log) => std::process::Stdio::from(log),
-        Err(err) => {
-            tracing::warn!("{err}; the sweep's log is lost");
-            std::process::Stdio::null()
-        }
-    };
     let mut command = std::process::Command::new(&background.supervise);
     command
         .arg("sweep")
         .arg(&background.state)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(log);
-    start::new_session(&mut command);
-    match command.spawn() {
-        Ok(mut child) => {
-            let _ = std::thread::Builder::new()
-                .name("sweep reaper".into())
-                .spawn(move || {
-                    let _ = child.wait();
-                });
-        }
-        Err(err) => tracing::warn!(%err, "the sweep could not be started"),
+        .stderr(detached::log(&state, &state.sweep_log()));
+    if let Err(err) = detached::spawn(&mut command, "sweep") {
+        tracing::warn!(%err, "the sweep could not be started");
     }
 }
 

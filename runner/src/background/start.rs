@@ -2,7 +2,6 @@
 //! runs, creates the run's lock (locked) and record, and hands the lock to a new
 //! `lnk-link-supervise supervise` in a session of its own.
 
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use lnk_common::id::{AgentId, RunId};
@@ -14,7 +13,7 @@ use lnk_common::status::Status;
 use lnk_common::time::{UnixMs, duration_to_ms};
 use serde_json::{Map, Value, json};
 
-use super::Answer;
+use super::{Answer, detached};
 use crate::config::Background;
 use crate::server::Server;
 use crate::{program, tools, workdir};
@@ -174,15 +173,6 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
         let _ = lock.remove();
         return Err(failed("writing the run's record", &err));
     }
-    // The supervisor outlives serve: it must not hold serve's stderr, which is often a pipe
-    // of the MCP host. Its log goes to `<id>.log` in the state folder.
-    let log = match state.open_log(&state.log(&id)) {
-        Ok(log) => Stdio::from(log),
-        Err(err) => {
-            tracing::warn!(%id, "{err}; the supervisor's log is lost");
-            Stdio::null()
-        }
-    };
     let mut command = Command::new(&background.supervise);
     command
         .arg("supervise")
@@ -191,28 +181,17 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
         .arg(&background.state)
         .stdin(Stdio::from(lock.into_file()))
         .stdout(Stdio::null())
-        .stderr(log);
-    new_session(&mut command);
-    match command.spawn() {
-        Ok(mut child) => {
-            // The supervisor is our child until it ends; reap it then (it outlives us if need be).
-            let _ = std::thread::Builder::new()
-                .name("supervisor reaper".into())
-                .spawn(move || {
-                    let _ = child.wait();
-                });
-        }
-        Err(err) => {
-            record.status = Status::Lost {
-                ended_at_ms: UnixMs::now(),
-                exit: None,
-            };
-            let _ = record.store(&state);
-            return Err(failed(
-                &format!("starting {}", background.supervise.display()),
-                &err,
-            ));
-        }
+        .stderr(detached::log(&state, &state.log(&id)));
+    if let Err(err) = detached::spawn(&mut command, "supervisor") {
+        record.status = Status::Lost {
+            ended_at_ms: UnixMs::now(),
+            exit: None,
+        };
+        let _ = record.store(&state);
+        return Err(failed(
+            &format!("starting {}", background.supervise.display()),
+            &err,
+        ));
     }
     let output = format!("background/{id}.out");
     let text = format!(
@@ -235,18 +214,4 @@ fn count_running(state: &StateDir) -> Result<u64, lnk_common::error::Error> {
         }
     }
     Ok(running)
-}
-
-/// Starts the child in a session of its own: it must outlive `serve` and the signals sent to
-/// `serve`'s process group (an MCP client stops its server by signalling its group).
-#[allow(unsafe_code)]
-pub(super) fn new_session(command: &mut Command) {
-    // SAFETY: the closure runs in the child between fork and exec; it makes one system call
-    // (setsid), which is async-signal-safe, and allocates nothing.
-    unsafe {
-        command.pre_exec(|| {
-            rustix::process::setsid()?;
-            Ok(())
-        });
-    }
 }
