@@ -29,7 +29,9 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// the group is looked at again to notice that it emptied.
 const GROUP_RECHECK: Duration = Duration::from_millis(20);
 /// Bytes read from a pipe at a time.
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 128 * 1024;
+/// Reads from one pipe per wake-up at most.
+const READS_PER_WAKE: usize = 16;
 /// The pipe size asked for, so that a fast writer needs fewer wake-ups.
 const PIPE_SIZE: usize = 1024 * 1024;
 
@@ -182,6 +184,8 @@ fn supervise(
     {
         // A larger pipe only saves wake-ups; the default size works too.
         let _ = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE);
+        // Non-blocking, so a wake-up reads all that is there before polling again.
+        rustix::io::ioctl_fionbio(pipe, true)?;
     }
     if let Some(stdin) = &call.stdin {
         rustix::io::ioctl_fionbio(stdin, true)?;
@@ -384,13 +388,17 @@ impl Running {
     }
 }
 
+/// Reads what the pipe holds, a bounded number of chunks, so one fast stream cannot starve
+/// the other or the deadline.
 fn read_into<P: Read>(pipe: &mut Option<P>, kept: &mut HeadTail, buf: &mut [u8]) {
-    let Some(reader) = pipe else { return };
-    match reader.read(buf) {
-        Ok(0) => *pipe = None,
-        Ok(n) => kept.push(&buf[..n]),
-        Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-        Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-        Err(_) => *pipe = None,
+    for _ in 0..READS_PER_WAKE {
+        let Some(reader) = pipe else { return };
+        match reader.read(buf) {
+            Ok(0) => *pipe = None,
+            Ok(n) => kept.push(&buf[..n]),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+            Err(_) => *pipe = None,
+        }
     }
 }
