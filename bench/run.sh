@@ -1,8 +1,32 @@
 #!/usr/bin/env bash
-# Builds Link Run and its benchmark in release mode and runs the foreground benchmark.
-# Extra arguments go to `lnk-bench foreground` (see `lnk-bench foreground --help`).
+# Builds Link Run and its benchmark in release mode and runs the benchmarks.
+#
+#   bench/run.sh                         both: `lnk-bench foreground`, then `lnk-bench background`
+#   bench/run.sh foreground [options]    one of them, with its options
+#   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p lnk-link-run -p lnk-tests -p lnk-bench
-target_dir="${CARGO_TARGET_DIR:-target}"
-exec "$target_dir/release/lnk-bench" foreground "$@"
+which="${1:-all}"
+[[ $# -gt 0 ]] && shift
+case "$which" in
+    all)
+        if [[ $# -gt 0 ]]; then
+            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background [options]" >&2
+            exit 2
+        fi
+        ;;
+    foreground | background) ;;
+    *)
+        echo "usage: bench/run.sh [all | foreground [options] | background [options]]" >&2
+        exit 2
+        ;;
+esac
+cargo build --release -p lnk-link-run -p lnk-link-supervise -p lnk-tests -p lnk-bench
+bench="${CARGO_TARGET_DIR:-target}/release/lnk-bench"
+if [[ "$which" == all ]]; then
+    "$bench" foreground
+    echo
+    "$bench" background
+else
+    exec "$bench" "$which" "$@"
+fi

@@ -130,13 +130,14 @@ impl Place {
             programs: &self.programs,
             output: FLOOD_OUTPUT,
             allowed: &ALLOWED,
+            extra: Vec::new(),
             sandbox,
             log: self.log(name),
         }
     }
 }
 
-fn system_program(name: &str) -> Result<PathBuf> {
+pub(crate) fn system_program(name: &str) -> Result<PathBuf> {
     ["/bin", "/usr/bin"]
         .iter()
         .map(|dir| Path::new(dir).join(name))
@@ -575,6 +576,6 @@ fn bubblewrap(
     serve.shutdown()
 }
 
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }

@@ -1,9 +1,12 @@
 //! Link Run's benchmarks: `lnk-bench foreground` measures `lnk-link-run serve` against
-//! baselines taken in the same run (`bench/run.sh` builds everything and runs it).
+//! baselines taken in the same run; `lnk-bench background` measures background runs (`start`,
+//! the supervisor's output cap, sweep, `list`, telling) against the issues' targets
+//! (`bench/run.sh` builds everything and runs both).
 //
 // A benchmark's whole job is to print its report on stdout.
 #![allow(clippy::print_stdout)]
 
+mod background;
 mod foreground;
 mod procs;
 mod report;
@@ -26,12 +29,16 @@ struct Cli {
 enum Bench {
     /// `serve` and the `command` tool: per-call overhead, an output flood, concurrency.
     Foreground(foreground::Options),
+    /// Background runs: `start`, to the program running, a flood into the output cap, sweep
+    /// and `list` over 10,000 records, telling the way in.
+    Background(background::Options),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.bench {
         Bench::Foreground(options) => foreground::run(options),
+        Bench::Background(options) => background::run(options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,6 +24,14 @@ impl Row {
         }
     }
 
+    /// A row of timed samples with a target: `met` says whether the median meets it.
+    pub fn times_target(label: &str, s: &Summary, target: &str, met: bool) -> Row {
+        Row {
+            target: Some((target.into(), met)),
+            ..Row::times(label, s)
+        }
+    }
+
     /// A row of a derived figure.
     pub fn value(label: &str, median: String, p90: String, target: Option<(String, bool)>) -> Row {
         Row {
@@ -85,7 +93,7 @@ impl Report {
     pub fn print(&self) {
         println!("{}", self.title);
         println!(
-            "  {:<48} {:>5} {:>12} {:>12}  {:<9} met",
+            "  {:<48} {:>5} {:>12} {:>12}  {:<11} met",
             "", "n", "median", "p90", "target"
         );
         for entry in &self.entries {
@@ -100,7 +108,7 @@ impl Report {
                         None => ("", ""),
                     };
                     println!(
-                        "  {:<48} {:>5} {:>12} {:>12}  {:<9} {}",
+                        "  {:<48} {:>5} {:>12} {:>12}  {:<11} {}",
                         row.label, n, row.median, row.p90, target, met
                     );
                 }

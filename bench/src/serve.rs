@@ -28,6 +28,8 @@ pub struct ServeArgs<'a> {
     pub output: &'a str,
     /// The names given with `--program`.
     pub allowed: &'a [&'a str],
+    /// More flags before `--` (`--state` and the background flags).
+    pub extra: Vec<OsString>,
     /// The sandbox prefix after `--`.
     pub sandbox: Vec<OsString>,
     /// Where serve's stderr (its logs) goes.
@@ -42,6 +44,8 @@ pub struct Serve {
     lines: LineReader,
     log: PathBuf,
     next_id: u64,
+    /// The length of the last answer's line, in bytes.
+    last_answer_bytes: usize,
 }
 
 /// The structured value of a `command` answer, with the figures the benchmark checks.
@@ -71,6 +75,7 @@ impl Serve {
             command.args(["--program", program]);
         }
         command
+            .args(&args.extra)
             .arg("--")
             .args(&args.sandbox)
             .stdin(Stdio::piped())
@@ -91,6 +96,7 @@ impl Serve {
             lines: LineReader::new(stdout),
             log: args.log.clone(),
             next_id: 1,
+            last_answer_bytes: 0,
         };
         if let Err(err) = serve.initialize() {
             let log = serve.log_tail();
@@ -120,6 +126,11 @@ impl Serve {
             bail!("unexpected answer to initialize: {answer}");
         }
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    }
+
+    /// The length of the last answer's line, in bytes.
+    pub fn last_answer_bytes(&self) -> usize {
+        self.last_answer_bytes
     }
 
     /// A fresh request id.
@@ -184,29 +195,83 @@ impl Serve {
 
     /// Reads messages until one that is not a notification, within `limit`.
     fn read_response(&mut self, limit: Duration) -> Result<Value> {
+        self.read_response_at(limit).map(|(message, _)| message)
+    }
+
+    /// [`Serve::read_response`], with the moment its line was read whole (before parsing it,
+    /// so that the time to parse a large answer is not counted as the server's).
+    fn read_response_at(&mut self, limit: Duration) -> Result<(Value, Instant)> {
         let deadline = Instant::now() + limit;
         loop {
             let line = self
                 .lines
                 .next_line(deadline)
                 .with_context(|| format!("reading from serve `{}`", self.name))?;
+            let at = Instant::now();
+            self.last_answer_bytes = line.len();
             let message: Value = serde_json::from_slice(line)
                 .with_context(|| format!("serve `{}` wrote a line that is not JSON", self.name))?;
             if message.get("id").is_some() {
-                return Ok(message);
+                return Ok((message, at));
             }
         }
+    }
+
+    /// One `tools/call` of tool `name`, with `_meta` when given: its structured value and the
+    /// time from just before writing the request to having read the answer's line. A refusal
+    /// (`isError`) or a JSON-RPC error is an error.
+    pub fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        meta: Option<&Value>,
+        limit: Duration,
+    ) -> Result<(Value, Duration)> {
+        let id = self.take_id();
+        let mut params = json!({"name": name, "arguments": arguments});
+        if let Some(meta) = meta {
+            params["_meta"] = meta.clone();
+        }
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let mut line = serde_json::to_vec(&request).context("encoding a request")?;
+        line.push(b'\n');
+        let start = Instant::now();
+        self.send_line(&line)?;
+        let (message, at) = self.read_response_at(limit)?;
+        let took = at.duration_since(start);
+        if message.get("id") != Some(&json!(id)) {
+            bail!("serve `{}` answered {message}, expected id {id}", self.name);
+        }
+        if let Some(error) = message.get("error") {
+            bail!("`{name}` failed with a JSON-RPC error: {error}");
+        }
+        let mut result = message
+            .get("result")
+            .cloned()
+            .ok_or_else(|| anyhow!("the answer to `{name}` has no result"))?;
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            bail!("`{name}` was refused: {}", result["content"]);
+        }
+        let value = result
+            .get_mut("structuredContent")
+            .map(Value::take)
+            .ok_or_else(|| anyhow!("the answer to `{name}` has no structuredContent"))?;
+        Ok((value, took))
     }
 
     fn send(&mut self, message: &Value) -> Result<()> {
         let mut line = serde_json::to_vec(message).context("encoding a request")?;
         line.push(b'\n');
+        self.send_line(&line)
+    }
+
+    fn send_line(&mut self, line: &[u8]) -> Result<()> {
         let stdin = self
             .stdin
             .as_mut()
             .ok_or_else(|| anyhow!("serve `{}` has no stdin any more", self.name))?;
         stdin
-            .write_all(&line)
+            .write_all(line)
             .with_context(|| format!("writing to serve `{}`", self.name))
     }
 
