@@ -31,9 +31,11 @@
 //! `[dropped_bytes, dropped_bytes + length)` of everything the run wrote. Past the cap
 //! (`limits.output_cap_bytes`) the supervisor copies the newest half to
 //! `background/.tmp-<id>-<random>`, rewrites the record with `output.dropped_bytes` increased by
-//! the bytes cut and `output.file` naming the new file's device and inode, then renames the new
-//! file over `<id>.out`. A reader that opens a file whose identity is not `output.file` reloads
-//! the record (a rotation is under way or happened in between) and opens the file again, so it
+//! the bytes cut and `output.file` naming the new file's device and inode, then puts the new file
+//! in place of `<id>.out` (an exchange of the two names, then the old one unlinked; a plain
+//! rename over it where the exchange is not supported). A reader that opens a file whose
+//! identity is not `output.file` reloads the record (a rotation is under way or happened in
+//! between) and opens the file again, so it
 //! never reads at stale offsets; if the identities still differ after a few tries, the file is
 //! not the run's (the agent replaced it) and the reader says so rather than guess offsets.
 //! Inode numbers are reused, so a newer file may carry an older one's identity: after reading,

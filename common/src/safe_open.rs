@@ -151,9 +151,43 @@ impl BackgroundDir {
         Ok(RotationTemp { file, name })
     }
 
-    /// Renames a rotation's file over `<id>.out`, and gives it back: it is the output file now.
+    /// Puts a rotation's file in place of `<id>.out`, and gives it back: it is the output file
+    /// now.
+    ///
+    /// The two names are exchanged (`renameat2(RENAME_EXCHANGE)`), then the old file, now under
+    /// the temporary name, is unlinked. A reader of `<id>.out` finds a whole file either way,
+    /// and the exchange spares the file system the flush some (ext4) make when a rename
+    /// replaces an existing file, which under a fast writer halved the throughput. Where the
+    /// exchange is not supported, or `<id>.out` is gone, a plain rename over it does the same.
     pub fn install_rotation(&self, temp: RotationTemp, id: &RunId) -> Result<File, Error> {
-        self.rename_within(&temp.name, &output_file_name(id))?;
+        let output = output_file_name(id);
+        match rustix::fs::renameat_with(
+            &self.fd,
+            temp.name.as_str(),
+            &self.fd,
+            output.as_str(),
+            rustix::fs::RenameFlags::EXCHANGE,
+        ) {
+            Ok(()) => {
+                // The old output file now has the temporary name; a sweep removes it if this
+                // unlink does not happen.
+                if let Err(e) = self.remove_name(&temp.name)
+                    && !e.is_not_found()
+                {
+                    return Err(e);
+                }
+            }
+            Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::NOENT) => {
+                self.rename_within(&temp.name, &output)?;
+            }
+            Err(e) => {
+                return Err(Error::Rename {
+                    from: self.path.join(&temp.name),
+                    to: self.path.join(&output),
+                    source: e.into(),
+                });
+            }
+        }
         Ok(temp.file)
     }
 
