@@ -34,6 +34,8 @@ pub struct Server {
     /// The revision the `initialize` handshake chose, for requests without a modern envelope.
     handshake: Mutex<Option<&'static str>>,
     in_flight: Mutex<HashMap<String, Arc<call::CallControl>>>,
+    /// Background runs whose lock was found free: finished for good (see `start`).
+    pub(crate) finished_runs: Mutex<std::collections::HashSet<lnk_common::id::RunId>>,
     running: Mutex<usize>,
     ended: Condvar,
     shutting_down: AtomicBool,
@@ -48,6 +50,7 @@ impl Server {
             watchdog,
             handshake: Mutex::new(None),
             in_flight: Mutex::new(HashMap::new()),
+            finished_runs: Mutex::new(std::collections::HashSet::new()),
             running: Mutex::new(0),
             ended: Condvar::new(),
             shutting_down: AtomicBool::new(false),

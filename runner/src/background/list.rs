@@ -3,6 +3,7 @@
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use lnk_common::safe_open::FilesDir;
+use lnk_common::summary::RunSummary;
 use serde_json::{Map, Value, json};
 
 use super::{Answer, only};
@@ -36,32 +37,59 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
             .cmp(&a.started_at_ms)
             .then_with(|| b.id.as_str().cmp(a.id.as_str()))
     });
-    let runs: Vec<Value> = records
-        .iter()
-        .map(|r| summary_json(r, background))
-        .collect();
+    let runs: Vec<RunSummary> = records.iter().map(live_summary).collect();
     let text = if runs.is_empty() {
         "no background runs".to_owned()
     } else {
-        runs.iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
+        runs.iter().map(line).collect::<Vec<_>>().join("\n")
     };
-    Answer::ok(text, json!({"runs": runs}))
+    match serde_json::to_value(&runs) {
+        Ok(runs) => Answer::ok(text, json!({"runs": runs})),
+        Err(e) => Answer::refusal(format!("the runs cannot be shown: {e}")),
+    }
+}
+
+/// One line a person can read: id, state, exit, command, times, output.
+fn line(run: &RunSummary) -> String {
+    let mut command = run.program.clone();
+    for arg in &run.args {
+        command.push(' ');
+        command.push_str(arg);
+    }
+    if command.chars().count() > 80 {
+        command = command.chars().take(79).collect::<String>() + "…";
+    }
+    let exit = match (run.exit_code, run.signal) {
+        (Some(code), _) => format!(" (code {code})"),
+        (None, Some(signal)) => format!(" (signal {signal})"),
+        (None, None) => String::new(),
+    };
+    let ended = run
+        .ended_at
+        .as_deref()
+        .map(|at| format!(", ended {at}"))
+        .unwrap_or_default();
+    format!(
+        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{}",
+        run.id,
+        run.state.as_str(),
+        run.dir,
+        run.started_at,
+        run.output_bytes,
+        if run.told { ", told" } else { "" }
+    )
 }
 
 /// A run as `list` shows it; a running run's output size is the live one (dropped bytes plus
 /// the output file's length), when its file is the record's.
-pub fn summary_json(record: &Record, background: &Background) -> Value {
-    let _ = background;
+pub fn live_summary(record: &Record) -> RunSummary {
     let mut summary = record.summary();
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
         summary.output_bytes = summary.output_bytes.max(record.output.dropped_bytes + len);
     }
-    serde_json::to_value(summary).unwrap_or(Value::Null)
+    summary
 }
 
 /// The length of a running run's output file, when it is the file the record names.

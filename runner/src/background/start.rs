@@ -2,7 +2,9 @@
 //! runs, creates the run's lock (locked) and record, and hands the lock to a new
 //! `lnk-link-supervise supervise` in a session of its own.
 
+use std::collections::HashSet;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
 use lnk_common::id::{AgentId, RunId};
 use lnk_common::layout::StateDir;
@@ -33,7 +35,7 @@ pub fn start(
     meta: Option<&Map<String, Value>>,
 ) -> Answer {
     match prepare(server, background, arguments, meta)
-        .and_then(|launch| launch_run(background, launch))
+        .and_then(|launch| launch_run(server, background, launch))
     {
         Ok(answer) | Err(answer) => answer,
     }
@@ -125,7 +127,7 @@ fn prepare(
 }
 
 /// Counts, creates and hands over, under `start.lock`.
-fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer> {
+fn launch_run(server: &Server, background: &Background, launch: Launch) -> Result<Answer, Answer> {
     let state = StateDir::new(&background.state);
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         tracing::error!("{what}: {err}");
@@ -141,7 +143,8 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
     })?;
     let _start_lock = StartLock::take_within(&state, START_LOCK_WAIT)
         .map_err(|e| failed("taking start.lock", &e))?;
-    let running = count_running(&state).map_err(|e| failed("counting the running runs", &e))?;
+    let running = count_running(&state, &server.finished_runs)
+        .map_err(|e| failed("counting the running runs", &e))?;
     if running >= u64::from(background.max_running) {
         return Err(Answer::refusal(format!(
             "{running} background runs are running and the limit is {}; stop one (`list`, \
@@ -204,13 +207,28 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
     ))
 }
 
-/// How many runs are running: records whose lock is held (by their supervisor).
-fn count_running(state: &StateDir) -> Result<u64, lnk_common::error::Error> {
+/// How many runs are running: those whose lock is held (by their supervisor). A lock found
+/// free once stays free — a supervisor never takes its lock again — so `finished` remembers
+/// those runs and their locks are not tried again (a state folder keeps ended runs for their
+/// keep, possibly thousands).
+fn count_running(
+    state: &StateDir,
+    finished: &Mutex<HashSet<RunId>>,
+) -> Result<u64, lnk_common::error::Error> {
     let listing = state.list()?;
+    let mut finished = crate::server::lock(finished);
+    finished.retain(|id| listing.runs.contains_key(id));
     let mut running = 0;
     for id in listing.runs.keys() {
-        if matches!(lock::try_lock_existing(state, id)?, LockState::Held) {
-            running += 1;
+        if finished.contains(id) {
+            continue;
+        }
+        match lock::try_lock_existing(state, id)? {
+            LockState::Held => running += 1,
+            LockState::Free(_) => {
+                finished.insert(id.clone());
+            }
+            LockState::Missing => {}
         }
     }
     Ok(running)

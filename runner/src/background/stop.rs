@@ -6,7 +6,7 @@ use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use serde_json::{Map, Value};
 
-use super::{Answer, list::summary_json, only, run_id};
+use super::{Answer, list::live_summary, only, run_id};
 use crate::config::Background;
 
 /// How long `stop` waits for the end to be recorded.
@@ -44,7 +44,7 @@ pub fn stop(background: &Background, arguments: &Map<String, Value>) -> Answer {
             }
         }
     }
-    let summary = summary_json(&record, background);
+    let summary = serde_json::to_value(live_summary(&record)).unwrap_or(Value::Null);
     let text = if record.status.is_running() {
         format!(
             "run {id} was asked to stop but its end is not recorded after {} s; `list` shows it",
