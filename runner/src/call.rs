@@ -23,6 +23,8 @@ use crate::{group, spawn};
 /// How long after the sandbox process exits the processes it left in its group may go on
 /// before they are killed, and the longest the answer waits for pipes they hold.
 pub const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+/// A deadline for limits so long that adding them to the clock would overflow: about 30 years.
+const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often a call that asked for progress hears of it.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// While the leader is gone, the pipes are closed and the group still has members, how often
@@ -191,7 +193,8 @@ fn supervise(
         rustix::io::ioctl_fionbio(stdin, true)?;
     }
 
-    let deadline = start + spec.timeout;
+    // A limit too far away to count is as good as none (it cannot overflow the clock).
+    let deadline = start.checked_add(spec.timeout).unwrap_or(start + FAR_AWAY);
     let mut next_progress = start + PROGRESS_EVERY;
     let mut exited: Option<(Exit, Instant)> = None;
     let mut killed = false;

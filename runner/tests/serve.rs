@@ -104,3 +104,37 @@ fn refuses_calls_beyond_the_most_it_runs_at_once() {
     drop(stdin);
     assert!(serve.wait().unwrap().success());
 }
+
+#[test]
+fn a_limit_too_long_to_count_is_no_limit() {
+    let files = tempfile::tempdir().unwrap();
+    let input = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"command","arguments":{"program":"true"}}}"#,
+        "\n"
+    );
+    // serve answers before it sees the end of stdin only if the call is quick; give it time.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
+        .args(["serve", "--files"])
+        .arg(files.path())
+        .args([
+            "--programs-path",
+            "/bin:/usr/bin",
+            "--timeout",
+            "99999999999999h",
+        ])
+        .args(["--output", "1KiB", "--program", "true", "--", "env"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::{BufRead, Write};
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains(r#""exit_code":0"#), "{line}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -43,6 +43,8 @@ use crate::tell;
 /// How long the run's group may outlive the sandbox process before it is killed, and the
 /// longest the output pipe is read after that exit.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+/// A deadline for limits so long that adding them to the clock would overflow: about 30 years.
+const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often `<id>.stop` is looked for.
 const STOP_POLL: Duration = Duration::from_millis(100);
 /// Bytes read from the pipe at a time.
@@ -177,7 +179,10 @@ fn watch(
     output: &mut OutputFile,
 ) -> Result<(Ending, Option<LeaderExit>)> {
     let pidfd = pidfd_open(Pid::from_child(child), PidfdFlags::empty())?;
-    let deadline = started + record.launch.limits.timeout();
+    // A limit too far away to count is as good as none (it cannot overflow the clock).
+    let deadline = started
+        .checked_add(record.launch.limits.timeout())
+        .unwrap_or(started + FAR_AWAY);
     let mut pipe = Some(File::from(out_read));
     let mut buf = vec![0u8; READ_CHUNK];
     let mut ending = Ending::ByItself;
