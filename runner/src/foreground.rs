@@ -108,6 +108,13 @@ fn run(
                 server.answer(id, era, result);
             }
         }
+        Err(err) if err.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) => {
+            let message = format!(
+                "the arguments are too long for one command line ({err}); pass less, or write \
+                 it to a file in the files folder and pass its name"
+            );
+            refuse(server, id, era, &message);
+        }
         Err(err) => {
             let message = format!(
                 "the sandbox could not be started ({err}); this is the server's setup, not the \

@@ -112,7 +112,7 @@ fn a_limit_too_long_to_count_is_no_limit() {
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"command","arguments":{"program":"true"}}}"#,
         "\n"
     );
-    // serve answers before it sees the end of stdin only if the call is quick; give it time.
+    // stdin stays open until the answer came: its end would kill the call in flight.
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
         .args(["serve", "--files"])
         .arg(files.path())
