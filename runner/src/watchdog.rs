@@ -26,8 +26,9 @@ pub struct Watchdog {
 impl Watchdog {
     /// Starts the watchdog from this very executable.
     pub fn start() -> std::io::Result<Self> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
+        // `/proc/self/exe` is this very executable even when its file was replaced since.
+        let mut child = Command::new("/proc/self/exe")
+            .arg0("lnk-link-run")
             .arg("watchdog")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())

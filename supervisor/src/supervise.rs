@@ -262,11 +262,12 @@ fn watch(
 
 /// Starts the gate, which will become the sandbox, as the leader of a new group.
 fn start_gate(record: &Record, gate_read: OwnedFd, out_write: OwnedFd) -> Result<Child> {
-    let exe = std::env::current_exe().context("finding lnk-link-supervise itself")?;
     let out_write = File::from(out_write);
     let err_write = out_write.try_clone()?;
-    let mut command = Command::new(exe);
+    // `/proc/self/exe` is this very executable even when its file was replaced since.
+    let mut command = Command::new("/proc/self/exe");
     command
+        .arg0("lnk-link-supervise")
         .arg("gate")
         .arg("--")
         .args(record.launch.argv().into_iter().map(OsString::from))
