@@ -102,6 +102,9 @@ fn run_script(
         serve.display()
     );
 
+    // The state folder for background runs, outside the files folder.
+    let state_folder = tempfile::tempdir().expect("a state folder");
+    let state = state_folder.path().join("state");
     let mut command = Command::new(python);
     command.arg(&script).args(["--modes", modes]);
     if let Some(trace) = trace {
@@ -115,7 +118,19 @@ fn run_script(
         .arg(files)
         .args(["--programs-path", "/usr/bin:/bin"])
         .args(["--program", "echo", "--program", "sh", "--program", "sleep"])
-        .args(["--timeout", "10s", "--output", "64KiB", "--"])
+        .args(["--timeout", "10s", "--output", "64KiB"])
+        .arg("--state")
+        .arg(state)
+        .args(["--background", "4", "--background-timeout", "60s"])
+        .args([
+            "--background-output",
+            "1MiB",
+            "--background-keep",
+            "1h",
+            "--hops",
+            "3",
+        ])
+        .arg("--")
         .args(sandbox);
 
     // Output goes to files, not pipes, so a long report can never block the script.

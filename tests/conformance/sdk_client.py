@@ -354,6 +354,69 @@ async def run_era(era: str, command: list[str], trace: str | None) -> None:
         value = structured("after cancel", result)
         check(era, "after cancel: echo answers", value.get("exit_code") == 0 and value.get("stdout_bytes") == 11)
 
+        # The background tools, when serve runs with --state: each structured value is checked
+        # against its tool's outputSchema (the SDK checks too, and raises on a mismatch).
+        if "start" in names:
+            await background_tools(era, client, {t.name: t for t in listed.tools}, modern)
+
+
+async def background_tools(era: str, client: Any, tools: dict[str, Any], modern: bool) -> None:
+    import jsonschema
+
+    for name in ("start", "list", "read", "stop"):
+        check(era, f"tools/list has {name}", name in tools, sorted(tools))
+
+    def conforms(name: str, what: str, result: Any) -> dict[str, Any]:
+        check(era, f"{what}: not an error", not result.is_error, text_of(result))
+        value = result.structured_content
+        schema = tools[name].output_schema
+        check(era, f"{what}: outputSchema present", isinstance(schema, dict), schema)
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(value), key=str)
+        check(era, f"{what}: structuredContent conforms", not errors, "; ".join(e.message for e in errors))
+        if modern:
+            check(era, f"{what}: resultType complete", result.result_type == "complete", result.result_type)
+        return value
+
+    meta = {"link.local/thread": f"conformance-{era}", "link.local/hops": 0}
+    result = await client.call_tool(
+        "start", {"program": "sh", "args": ["-c", "echo started; exec sleep 30"]}, meta=meta
+    )
+    started = conforms("start", "start", result)
+    run_id = started.get("id", "")
+    check(era, f"start: output is background/{run_id}.out", started.get("output") == f"background/{run_id}.out")
+
+    listed = conforms("list", "list", await client.call_tool("list", {}))
+    mine = [run for run in listed.get("runs", []) if run.get("id") == run_id]
+    check(era, "list: shows the run, running", len(mine) == 1 and mine[0].get("state") == "running", listed)
+
+    read: dict[str, Any] = {}
+
+    async def output_arrived() -> bool:
+        nonlocal read
+        result = await client.call_tool("read", {"id": run_id})
+        read = conforms("read", "read", result)
+        return "started" in text_of(result)
+
+    deadline = time.monotonic() + 5
+    arrived = await output_arrived()
+    while not arrived and time.monotonic() < deadline:
+        await anyio_sleep(0.05)
+        arrived = await output_arrived()
+    check(era, f"read: the run's output arrived {read}", arrived and read.get("next_offset") == 8, read)
+
+    stopped = conforms("stop", "stop", await client.call_tool("stop", {"id": run_id}))
+    check(era, f"stop: the run is stopped ({stopped.get('state')})", stopped.get("state") == "stopped", stopped)
+
+    result = await client.call_tool("start", {"program": "sh", "args": ["-c", "true"]})
+    check(era, "start without a conversation: refused with isError", result.is_error is True, text_of(result))
+
+
+async def anyio_sleep(seconds: float) -> None:
+    import anyio
+
+    await anyio.sleep(seconds)
+
 
 # --------------------------------------------------------------------------------------------
 
