@@ -303,10 +303,12 @@ impl ServeArgs {
                     Some(dir) => dir.clone(),
                     None => default_keyring()?,
                 };
+                // Runs tell from their supervisor, and later sweeps from wherever they are
+                // started: the record holds absolute paths.
                 Some(WayIn {
-                    socket: socket.clone(),
+                    socket: absolute(socket, "--way-in")?,
                     agent: agent.clone(),
-                    keyring,
+                    keyring: absolute(&keyring, "--keyring")?,
                 })
             }
         };
@@ -426,10 +428,14 @@ fn absolute_state(state: &Path) -> Result<PathBuf, Refusal> {
     }
 }
 
+fn absolute(path: &Path, flag: &str) -> Result<PathBuf, Refusal> {
+    std::path::absolute(path).or_else(|e| refuse(format!("{flag} {}: {e}", path.display())))
+}
+
 /// `lnk-link-supervise`: `$LNK_SUPERVISE`, else next to this executable.
 fn find_supervise() -> Result<PathBuf, Refusal> {
     let path = match std::env::var_os("LNK_SUPERVISE").filter(|v| !v.is_empty()) {
-        Some(path) => PathBuf::from(path),
+        Some(path) => absolute(Path::new(&path), "LNK_SUPERVISE")?,
         None => match std::env::current_exe() {
             Ok(exe) => exe.with_file_name("lnk-link-supervise"),
             Err(e) => {
