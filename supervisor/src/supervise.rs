@@ -119,7 +119,11 @@ fn supervise(state: &StateDir, record: &mut Record, signals: &Signals) -> Result
     }
     hold_gate_for_tests(signals);
     let mut gate_write = File::from(gate_write);
-    if let Err(err) = gate_write.write_all(&[gate::OPEN]) {
+    if signals.pending() {
+        // Told to quit before the run began: the gate is closed unopened below, so the gate
+        // exits and nothing runs.
+        tracing::info!(id = %record.id, "a signal came before the gate opened; nothing runs");
+    } else if let Err(err) = gate_write.write_all(&[gate::OPEN]) {
         // The gate died before it could be opened: the wait below reaps it.
         tracing::warn!(%err, "the gate could not be opened");
     }

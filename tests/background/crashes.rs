@@ -21,6 +21,7 @@ both_sandboxes!(
     supervisor_sigint_records_lost,
     supervisor_sighup_records_lost,
     supervisor_sigkill_before_the_gate_opens_runs_nothing,
+    supervisor_sigterm_before_the_gate_opens_runs_nothing,
     the_lock_is_not_inherited_by_the_run,
     serve_stdio_does_not_leak_into_the_supervisor_or_the_run,
 );
@@ -200,4 +201,40 @@ fn serve_stdio_does_not_leak_into_the_supervisor_or_the_run(sandbox: Sandbox) {
 
     assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
     wait_gone(&mark, Duration::from_secs(10));
+}
+
+/// SIGTERM while the gate is still shut: the supervisor keeps it shut, so the program never
+/// runs, and the run is recorded `lost`.
+fn supervisor_sigterm_before_the_gate_opens_runs_nothing(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let hold = bg.setup.path("hold-gate");
+    let mut serve = bg
+        .serve(&Flags::default())
+        .start_env(&[("LNK_SUPERVISE_HOLD_GATE", hold.as_os_str())]);
+    let mark = bg.marker();
+    let script = ": > \"$1\"; exec \"$2\" linger \"$1\" 120";
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", script, "sh", mark, PROCS]}),
+    );
+    let ran_file: PathBuf = bg.setup.files.join(&mark);
+    let (pgid, leader) = bg.group(&id);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    assert!(
+        alive(leader),
+        "the gate waits while the hold file is missing"
+    );
+
+    signal(supervisor.pid, Signal::TERM);
+    let record = bg.wait_record(&id, ANSWER, |r| r["status"]["state"] != "running");
+    assert_eq!(record["status"]["state"], "lost", "{record}");
+    assert_eq!(record["telling"]["told"], false, "{record}");
+    wait_group_gone(pgid, Duration::from_secs(5));
+    wait_no_supervisor(&id, Duration::from_secs(5));
+    assert!(
+        with_marker(&mark)
+            .iter()
+            .all(|p| p.argv.iter().any(|a| a == "gate"))
+    );
+    assert!(!ran_file.exists(), "the program ran: {ran_file:?} exists");
 }
