@@ -7,6 +7,7 @@
 
 mod detached;
 mod list;
+mod orphans;
 mod read;
 mod schema;
 mod start;

@@ -23,6 +23,7 @@ both_sandboxes!(
     supervisor_sigkill_before_the_gate_opens_runs_nothing,
     supervisor_sigterm_before_the_gate_opens_runs_nothing,
     the_lock_is_not_inherited_by_the_run,
+    list_and_stop_sweep_a_run_whose_supervisor_died,
     serve_stdio_does_not_leak_into_the_supervisor_or_the_run,
 );
 
@@ -237,4 +238,26 @@ fn supervisor_sigterm_before_the_gate_opens_runs_nothing(sandbox: Sandbox) {
             .all(|p| p.argv.iter().any(|a| a == "gate"))
     );
     assert!(!ran_file.exists(), "the program ran: {ran_file:?} exists");
+}
+
+/// A supervisor killed with SIGKILL while serve goes on: `list` on the same serve finds the
+/// run's lock free, has a sweep record it `lost` (and kill what is left of its group) and
+/// shows that, rather than `running`; `stop` answers it as it is.
+fn list_and_stop_sweep_a_run_whose_supervisor_died(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    let (pgid, _) = bg.group(&id);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    signal(supervisor.pid, Signal::KILL);
+    wait_no_supervisor(&id, Duration::from_secs(5));
+
+    let run = listed(&mut serve, &id);
+    assert_eq!(run["state"], "lost", "{run}");
+    wait_gone(&mark, Duration::from_secs(5));
+    wait_group_gone(pgid, Duration::from_secs(5));
+    let run = stopped_run(&stop(&mut serve, &id));
+    assert_eq!(run["state"], "lost", "{run}");
 }

@@ -32,6 +32,7 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
             }
         })
         .collect();
+    super::orphans::sweep_orphans(background, &mut records);
     records.sort_by(|a, b| {
         b.started_at_ms
             .cmp(&a.started_at_ms)

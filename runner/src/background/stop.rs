@@ -31,6 +31,7 @@ pub fn stop(background: &Background, arguments: &Map<String, Value>) -> Answer {
         }
         Err(e) => return Answer::refusal(format!("run {id} cannot be read: {e}")),
     };
+    super::orphans::sweep_orphans(background, std::slice::from_mut(&mut record));
     if record.status.is_running() {
         if let Err(e) = state.request_stop(&id) {
             return Answer::refusal(format!("run {id} cannot be asked to stop: {e}"));

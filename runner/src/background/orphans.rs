@@ -1,0 +1,60 @@
+//! Runs that lost their supervisor: the record says `running`, but the run's lock is free.
+//!
+//! A supervisor holds its run's lock for its whole life, and the kernel frees it however the
+//! supervisor dies, so a free lock under a `running` record means the supervisor is gone (a
+//! lock can look held for an instant when another process forks, never free). Only a sweep
+//! may write such a record, so `list` and `stop` start one and wait a little for it, rather
+//! than show a run as running when nothing supervises it.
+
+use std::time::{Duration, Instant};
+
+use lnk_common::layout::StateDir;
+use lnk_common::lock::{self, LockState};
+use lnk_common::record::Record;
+
+use crate::config::Background;
+
+/// How long `list` and `stop` wait for a sweep to record orphaned runs.
+const SWEEP_WAIT: Duration = Duration::from_secs(3);
+/// How often the records are looked at meanwhile.
+const SWEEP_POLL: Duration = Duration::from_millis(20);
+
+/// Starts a sweep when one of `records` is orphaned, and waits up to [`SWEEP_WAIT`] for the
+/// orphans' records to show their end; `records` are updated in place.
+pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
+    let state = StateDir::new(&background.state);
+    let orphans: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, record)| record.status.is_running())
+        .filter(|(_, record)| {
+            // Taking the lock for an instant is harmless: it is dropped at once.
+            matches!(
+                lock::try_lock_existing(&state, &record.id),
+                Ok(LockState::Free(_))
+            )
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if orphans.is_empty() {
+        return;
+    }
+    tracing::info!(
+        runs = orphans.len(),
+        "runs whose supervisor is gone; sweeping"
+    );
+    super::start_sweep(background);
+    let start = Instant::now();
+    let mut waiting = orphans;
+    while !waiting.is_empty() && start.elapsed() < SWEEP_WAIT {
+        std::thread::sleep(SWEEP_POLL);
+        waiting.retain(|&i| match Record::load(&state, &records[i].id) {
+            Ok(fresh) => {
+                let still = fresh.status.is_running();
+                records[i] = fresh;
+                still
+            }
+            Err(_) => true,
+        });
+    }
+}
