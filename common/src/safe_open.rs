@@ -75,6 +75,38 @@ impl FilesDir {
         &self.path
     }
 
+    /// Opens the folder `relative` (to the files folder) one component at a time, each with
+    /// `O_DIRECTORY|O_NOFOLLOW`, so that no symbolic link — one swapped in a moment ago
+    /// included — is followed. For a working folder: the caller `fchdir`s to the handle
+    /// instead of resolving a path again. `relative` holds plain components only (the
+    /// caller resolves in-folder links first); `..` or an absolute path is refused.
+    pub fn open_dir_beneath(&self, relative: &Path) -> Result<OwnedFd, Error> {
+        use std::path::Component;
+        let mut current: Option<OwnedFd> = None;
+        let mut path = self.path.clone();
+        for component in relative.components() {
+            let name = match component {
+                Component::CurDir => continue,
+                Component::Normal(name) => name,
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                    return Err(Error::BadName {
+                        name: shown(&relative.to_string_lossy()),
+                    });
+                }
+            };
+            path.push(name);
+            let parent = current.as_ref().map_or(self.fd.as_fd(), |fd| fd.as_fd());
+            let fd = rustix::fs::openat(parent, name, dir_flags(), Mode::empty())
+                .map_err(|e| dir_open_error(e, parent, Path::new(name), path.clone()))?;
+            current = Some(fd);
+        }
+        match current {
+            Some(fd) => Ok(fd),
+            None => rustix::io::fcntl_dupfd_cloexec(&self.fd, 0)
+                .map_err(|e| Error::io(Op::Descriptor, &self.path, e)),
+        }
+    }
+
     /// Makes `background` (mode 0700) if missing and opens it; a link there is refused.
     pub fn ensure_background_dir(&self) -> Result<BackgroundDir, Error> {
         let path = self.path.join(BACKGROUND_DIR);

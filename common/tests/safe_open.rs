@@ -373,3 +373,40 @@ fn a_symlinked_files_folder_is_refused() {
     let _ = File::open(w.secret()).unwrap();
     w.assert_outside_untouched();
 }
+
+#[test]
+fn a_working_folder_is_opened_without_following_any_link() {
+    let w = World::new();
+    fs::create_dir_all(w.files.join("a/b")).unwrap();
+    symlink(&w.outside, w.files.join("a/out")).unwrap();
+    symlink(w.files.join("a/b"), w.files.join("in")).unwrap();
+    let files = FilesDir::open(&w.files).unwrap();
+
+    let fd = files.open_dir_beneath(Path::new("a/b")).unwrap();
+    let stat = rustix::fs::fstat(&fd).unwrap();
+    let b = fs::metadata(w.files.join("a/b")).unwrap();
+    assert_eq!(
+        FileId::from_stat(&stat),
+        FileId {
+            dev: std::os::unix::fs::MetadataExt::dev(&b),
+            ino: std::os::unix::fs::MetadataExt::ino(&b)
+        }
+    );
+    files.open_dir_beneath(Path::new(".")).unwrap();
+    files.open_dir_beneath(Path::new("")).unwrap();
+
+    for (relative, what) in [
+        ("a/out", "a link out"),
+        ("in", "a link in"),
+        ("a/../a", ".."),
+    ] {
+        let err = files.open_dir_beneath(Path::new(relative));
+        assert!(err.is_err(), "{what} was followed");
+    }
+    // With O_DIRECTORY|O_NOFOLLOW, a link is "not a directory" (ENOTDIR) or a link (ELOOP).
+    assert!(matches!(
+        files.open_dir_beneath(Path::new("a/out")),
+        Err(Error::Symlink { .. } | Error::NotDirectory { .. })
+    ));
+    assert!(files.open_dir_beneath(Path::new("/etc")).is_err());
+}

@@ -8,7 +8,6 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -120,7 +119,7 @@ pub struct CallSpec {
     /// The full argv, sandbox first.
     pub argv: Vec<std::ffi::OsString>,
     /// The working folder.
-    pub cwd: PathBuf,
+    pub cwd: crate::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
     pub input: Option<Vec<u8>>,
     /// The time limit.
@@ -138,7 +137,7 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let mut child = spawn::spawn(&spec.argv, &spec.cwd, spec.input.is_some())?;
+    let mut child = spawn::spawn(&spec.argv, spec.cwd.handle.as_fd(), spec.input.is_some())?;
     let group = Pid::from_child(&child);
     if let Some(watchdog) = watchdog {
         watchdog.watch(group);
@@ -268,11 +267,16 @@ fn supervise(
         if leader_done && let Some(status) = child.try_wait()? {
             exited = Some((Exit::from(status), Instant::now()));
         }
+        let now = Instant::now();
         if let Some(report) = progress.as_deref_mut()
-            && Instant::now() >= next_progress
+            && now >= next_progress
+            && !control.is_cancelled()
         {
             report(start.elapsed(), call.out.total() + call.err.total());
-            next_progress += PROGRESS_EVERY;
+            // Ticks missed while this thread could not run are skipped, not caught up.
+            while next_progress <= now {
+                next_progress += PROGRESS_EVERY;
+            }
         }
     }
     if control.is_cancelled() {

@@ -207,8 +207,15 @@ impl ServeArgs {
             "--programs-path",
             "the folders where the allowed programs are found",
         )?;
-        if programs_path.is_empty() {
-            return refuse("--programs-path is empty: give the folders where programs are found");
+        if !programs_path
+            .as_encoded_bytes()
+            .split(|b| *b == b':')
+            .any(|folder| folder.first() == Some(&b'/'))
+        {
+            return refuse(
+                "--programs-path has no absolute folder: give the folders where programs are \
+                 found, like /usr/bin:/bin",
+            );
         }
         let timeout = required(self.timeout, "--timeout", "a call's time limit, e.g. 30s")?;
         let output = required(

@@ -39,11 +39,20 @@ pub fn start(
     let spawned = std::thread::Builder::new()
         .name(format!("call {id}"))
         .spawn(move || {
-            run(&thread_server, &thread_id, &era, spec, &control, progress);
-            thread_server.call_ended(&thread_id);
+            let result = run(&thread_server, &thread_id, &era, spec, &control, progress);
+            // The id is free again before its answer goes out, so a client may reuse it as
+            // soon as it has the answer.
+            thread_server.forget(&thread_id);
+            if let Some(result) = result
+                && !control.is_cancelled()
+            {
+                thread_server.answer(&thread_id, &era, result);
+            }
+            thread_server.count_ended();
         });
     if let Err(err) = spawned {
-        server.call_ended(&id);
+        server.forget(&id);
+        server.count_ended();
         let err = RpcError::new(
             id,
             protocol::INTERNAL_ERROR,
@@ -59,7 +68,7 @@ fn prepare(server: &Server, arguments: &Map<String, Value>) -> Result<CallSpec, 
     let args = tools::command_args(arguments)?;
     let program = program::resolve(&args.program, &config.programs, &config.programs_path)
         .map_err(|e| e.to_string())?;
-    let cwd = workdir::resolve(&config.files, &args.dir).map_err(|e| e.to_string())?;
+    let cwd = workdir::open(&config.files, &args.dir).map_err(|e| e.to_string())?;
     Ok(CallSpec {
         argv: spawn::call_argv(&config.sandbox, &config.vars, &program, &args.args),
         cwd,
@@ -69,6 +78,7 @@ fn prepare(server: &Server, arguments: &Map<String, Value>) -> Result<CallSpec, 
     })
 }
 
+/// Runs the call to its end; the result to answer with, `None` when it was cancelled.
 fn run(
     server: &Server,
     id: &Value,
@@ -76,16 +86,22 @@ fn run(
     spec: CallSpec,
     control: &call::CallControl,
     progress: Option<Value>,
-) {
+) -> Option<Value> {
     let timeout = spec.timeout;
+    let mut last_sent: Option<u64> = None;
     let mut report = |elapsed: Duration, bytes: u64| {
         let Some(token) = &progress else { return };
         let seconds = elapsed.as_secs();
+        // `progress` must increase from one notification to the next.
+        if control.is_cancelled() || last_sent.is_some_and(|last| seconds <= last) {
+            return;
+        }
+        last_sent = Some(seconds);
         let mut params = json!({"progressToken": token, "progress": seconds});
         if era.has_progress_message() {
             params["message"] = json!(format!("{seconds} s, {bytes} bytes of output"));
         }
-        server.writer.send(&json!({
+        server.writer.send_if_room(&json!({
             "jsonrpc": "2.0",
             "method": "notifications/progress",
             "params": params,
@@ -95,6 +111,7 @@ fn run(
     match call::run(spec, control, Some(&server.watchdog), progress_fn) {
         Ok(Ended::Cancelled) => {
             tracing::debug!(%id, "call cancelled; no answer is sent");
+            None
         }
         Ok(Ended::Finished(outcome)) => {
             let mut result = json!({
@@ -104,24 +121,18 @@ fn run(
             if era.has_structured_output() {
                 result["structuredContent"] = render::structured(&outcome);
             }
-            if !control.is_cancelled() {
-                server.answer(id, era, result);
-            }
+            Some(result)
         }
         Err(err) if err.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) => {
-            let message = format!(
+            Some(refusal_result(&format!(
                 "the arguments are too long for one command line ({err}); pass less, or write \
                  it to a file in the files folder and pass its name"
-            );
-            refuse(server, id, era, &message);
+            )))
         }
-        Err(err) => {
-            let message = format!(
-                "the sandbox could not be started ({err}); this is the server's setup, not the \
-                 call: tell the person who runs this server"
-            );
-            refuse(server, id, era, &message);
-        }
+        Err(err) => Some(refusal_result(&format!(
+            "the sandbox could not be started ({err}); this is the server's setup, not the \
+             call: tell the person who runs this server"
+        ))),
     }
 }
 

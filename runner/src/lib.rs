@@ -35,22 +35,32 @@ pub fn main() -> ExitCode {
     let config = match cli::Cli::parse_args() {
         Ok(cli::Invocation::Serve(config)) => *config,
         Ok(cli::Invocation::Watchdog) => return watchdog::run(),
-        Err(refusal) => {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("lnk-link-run: {refusal}");
-            }
-            return ExitCode::from(2);
-        }
+        Err(refusal) => return refuse_to_start(&refusal.to_string()),
     };
     init_logging();
     match serve(config) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            ExitCode::FAILURE
+        // Only the setup before serving fails this way: a refusal to start like the others.
+        Err(err) => refuse_to_start(&format!("{err:#}")),
+    }
+}
+
+/// A refusal to start: exactly one line on stderr (control characters in what the user gave
+/// are escaped, so a newline in a path cannot make two), and exit code 2.
+fn refuse_to_start(message: &str) -> ExitCode {
+    let mut line = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
         }
     }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("lnk-link-run: {line}");
+    }
+    ExitCode::from(2)
 }
 
 fn init_logging() {

@@ -171,6 +171,8 @@ pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
     let params = match message.remove("params") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(params)) => params,
+        // A notification gets no answer, not even an error: its bad params are dropped.
+        Some(_) if id.is_none() => Map::new(),
         Some(_) => {
             return Err(RpcError::new(
                 id_or_null,

@@ -62,9 +62,18 @@ impl Server {
         let stdin = std::io::stdin();
         let mut reader = BufReader::with_capacity(64 * 1024, stdin.lock());
         let mut buf = Vec::new();
+        let mut first = true;
         loop {
             match lines::read_line(&mut reader, &mut buf, lines::MAX_LINE) {
-                Ok(Line::Line) => self.handle_line(&buf),
+                Ok(Line::Line) => {
+                    // A byte order mark some clients write before their first line.
+                    let line = match buf.strip_prefix(b"\xEF\xBB\xBF") {
+                        Some(rest) if first => rest,
+                        _ => &buf[..],
+                    };
+                    first = false;
+                    self.handle_line(line);
+                }
                 Ok(Line::TooLong) => self.writer.send(
                     &RpcError::new(
                         Value::Null,
@@ -139,6 +148,13 @@ impl Server {
         method: &str,
         params: Map<String, Value>,
     ) -> Result<(), RpcError> {
+        if lock(&self.in_flight).contains_key(&id_key(id)) {
+            return Err(RpcError::new(
+                id.clone(),
+                protocol::INVALID_REQUEST,
+                CallRefused::DuplicateId.to_string(),
+            ));
+        }
         let era = self.era_of(id, method, &params)?;
         let result = match method {
             "initialize" => self.initialize(&params),
@@ -278,7 +294,7 @@ impl Server {
     }
 
     /// Runs a background tool on a thread of its own (a start may wait for `start.lock`, a stop
-    /// for the run's end) and answers.
+    /// for the run's end) and answers, unless the call was cancelled meanwhile.
     fn background_call(
         self: &Arc<Self>,
         id: &Value,
@@ -287,10 +303,20 @@ impl Server {
         meta: Option<Map<String, Value>>,
         era: Era,
     ) -> Result<(), RpcError> {
-        if let Err(refused) = self.count_started() {
-            self.answer(id, &era, refusal_result(&refused.to_string()));
-            return Ok(());
-        }
+        let control = match self.call_started(id) {
+            Ok(control) => control,
+            Err(CallRefused::DuplicateId) => {
+                return Err(RpcError::new(
+                    id.clone(),
+                    protocol::INVALID_REQUEST,
+                    CallRefused::DuplicateId.to_string(),
+                ));
+            }
+            Err(refused) => {
+                self.answer(id, &era, refusal_result(&refused.to_string()));
+                return Ok(());
+            }
+        };
         let server = Arc::clone(self);
         let thread_id = id.clone();
         let name = name.to_owned();
@@ -307,10 +333,14 @@ impl Server {
                 {
                     result["structuredContent"] = structured;
                 }
-                server.answer(&thread_id, &era, result);
+                server.forget(&thread_id);
+                if !control.is_cancelled() {
+                    server.answer(&thread_id, &era, result);
+                }
                 server.count_ended();
             });
         spawned.map(drop).map_err(|err| {
+            self.forget(id);
             self.count_ended();
             RpcError::new(
                 id.clone(),
@@ -362,13 +392,13 @@ impl Server {
         Ok(())
     }
 
-    /// Forgets a call that ended.
-    pub(crate) fn call_ended(&self, id: &Value) {
+    /// Forgets a call's id: it is no longer in flight (its answer may follow).
+    pub(crate) fn forget(&self, id: &Value) {
         lock(&self.in_flight).remove(&id_key(id));
-        self.count_ended();
     }
 
-    fn count_ended(&self) {
+    /// Counts a call's thread as ended.
+    pub(crate) fn count_ended(&self) {
         let mut running = lock(&self.running);
         *running = running.saturating_sub(1);
         self.ended.notify_all();

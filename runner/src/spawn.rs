@@ -2,8 +2,9 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal};
@@ -36,14 +37,13 @@ pub fn call_argv(
 /// stdin piped when `with_input` (else empty), and `SIGKILL` on the death of the calling
 /// thread. The caller must keep this thread alive until the child is reaped: the parent-death
 /// signal fires when the *thread* that spawned the child exits.
-pub fn spawn(argv: &[OsString], cwd: &PathBuf, with_input: bool) -> io::Result<Child> {
+pub fn spawn(argv: &[OsString], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Child> {
     let Some((program, args)) = argv.split_first() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
     };
     let mut command = Command::new(program);
     command
         .args(args)
-        .current_dir(cwd)
         .stdin(if with_input {
             Stdio::piped()
         } else {
@@ -52,20 +52,25 @@ pub fn spawn(argv: &[OsString], cwd: &PathBuf, with_input: bool) -> io::Result<C
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    die_with_parent(&mut command);
+    in_folder_dying_with_parent(&mut command, cwd);
     command.spawn()
 }
 
-/// Arranges `SIGKILL` for the child when the thread that spawns it dies.
+/// Starts the child in the folder `cwd` is a handle on (`fchdir`, no path resolved again),
+/// and arranges `SIGKILL` for it when the thread that spawns it dies.
 #[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
+fn in_folder_dying_with_parent(command: &mut Command, cwd: BorrowedFd<'_>) {
     let parent = getpid();
+    let cwd = cwd.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes two system calls (prctl and getppid) and
-    // builds an `io::Error` from a raw errno, which does not allocate; it takes no lock and
-    // touches no memory shared with other threads.
+    // async-signal-safe work is allowed. It makes three system calls (fchdir, prctl and
+    // getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes
+    // no lock and touches no memory shared with other threads. `cwd` is a descriptor the
+    // caller keeps open until `spawn` returns, so it is open in the child (close-on-exec
+    // closes it only at the exec).
     unsafe {
         command.pre_exec(move || {
+            rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
             set_parent_process_death_signal(Some(Signal::KILL))?;
             // The parent may have died between fork and prctl: then no signal would come.
             if getppid() != Some(parent) {

@@ -1,6 +1,14 @@
 //! A call's working folder: `dir`, relative to the files folder, which it may not leave.
+//!
+//! `dir` is resolved (links inside the files folder are fine) and checked to stay inside;
+//! then the folder is opened from the files folder's handle one component at a time without
+//! following any link, and the call starts in that handle (`fchdir`), never in a path
+//! resolved again — so a link swapped in meanwhile cannot move it outside.
 
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
+
+use lnk_common::safe_open::FilesDir;
 
 /// Why a `dir` is refused.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +33,36 @@ pub enum DirRefusal {
     /// Not a folder.
     #[error("`dir` `{0}` is not a folder")]
     NotAFolder(String),
+    /// It changed while it was opened (a link put in its place), or cannot be entered.
+    #[error("`dir` `{dir}` cannot be entered ({cause}); it may have changed meanwhile")]
+    Unopenable {
+        /// The `dir` asked for.
+        dir: String,
+        /// What failed.
+        cause: lnk_common::error::Error,
+    },
+}
+
+/// A call's working folder: its canonical path, and a handle on it to start the call in.
+#[derive(Debug)]
+pub struct WorkDir {
+    /// The canonical path (for messages and for records).
+    pub path: PathBuf,
+    /// The folder, opened without following links.
+    pub handle: OwnedFd,
+}
+
+/// The working folder for `dir` inside `files` (itself canonical), opened.
+pub fn open(files: &Path, dir: &str) -> Result<WorkDir, DirRefusal> {
+    let path = resolve(files, dir)?;
+    let relative = path.strip_prefix(files).unwrap_or(Path::new(""));
+    let handle = FilesDir::open(files)
+        .and_then(|files| files.open_dir_beneath(relative))
+        .map_err(|cause| DirRefusal::Unopenable {
+            dir: dir.to_owned(),
+            cause,
+        })?;
+    Ok(WorkDir { path, handle })
 }
 
 /// The canonical working folder for `dir` inside `files` (itself canonical).

@@ -138,3 +138,205 @@ fn a_limit_too_long_to_count_is_no_limit() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// A `serve` with `env` as its sandbox prefix (it runs what follows `--`), piped.
+fn serve_piped(files: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
+        .args(["serve", "--files"])
+        .arg(files)
+        .args([
+            "--programs-path",
+            "/bin:/usr/bin",
+            "--timeout",
+            "30s",
+            "--output",
+            "1KiB",
+        ])
+        .args(["--program", "sleep", "--program", "true"])
+        .args(extra)
+        .args(["--", "env"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn next_json(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> serde_json::Value {
+    serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+}
+
+#[test]
+fn a_byte_order_mark_and_bad_notification_params_lose_nothing() {
+    use std::io::{BufRead, BufReader, Write};
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = serve_piped(files.path(), &[]);
+    let mut stdin = serve.stdin.take().unwrap();
+    stdin
+        .write_all(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+        .unwrap();
+    // A notification gets no answer, not even for params that are not an object.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/whatever","params":[1]}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"ping"}}"#).unwrap();
+    drop(stdin);
+    let answers: Vec<serde_json::Value> = BufReader::new(serve.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["id"], 1, "{answers:?}");
+    assert_eq!(answers[1]["id"], 2, "{answers:?}");
+    assert!(serve.wait().unwrap().success());
+}
+
+#[test]
+fn an_id_in_flight_is_refused_for_any_request() {
+    use std::io::{BufRead, BufReader, Write};
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = serve_piped(files.path(), &[]);
+    let mut stdin = serve.stdin.take().unwrap();
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"command","arguments":{{"program":"sleep","args":["1"]}}}}}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":7,"method":"ping"}}"#).unwrap();
+    let refused = next_json(&mut lines);
+    assert_eq!(refused["id"], 7);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let answered = next_json(&mut lines);
+    assert_eq!(answered["id"], 7);
+    assert_eq!(
+        answered["result"]["structuredContent"]["exit_code"], 0,
+        "{answered}"
+    );
+    // Once answered, the id may be used again at once.
+    for _ in 0..50 {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"command","arguments":{{"program":"true"}}}}}}"#
+        )
+        .unwrap();
+        let again = next_json(&mut lines);
+        assert_eq!(
+            again["result"]["structuredContent"]["exit_code"], 0,
+            "{again}"
+        );
+    }
+    drop(stdin);
+    assert!(serve.wait().unwrap().success());
+}
+
+#[test]
+fn progress_only_increases_even_after_a_stall() {
+    use std::io::{BufRead, BufReader, Write};
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = serve_piped(files.path(), &[]);
+    let pid = rustix::process::Pid::from_raw(serve.id() as i32).unwrap();
+    let mut stdin = serve.stdin.take().unwrap();
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"_meta":{{"progressToken":"p"}},"name":"command","arguments":{{"program":"sleep","args":["5"]}}}}}}"#
+    )
+    .unwrap();
+    let first = next_json(&mut lines);
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    // serve cannot run for three seconds; ticks missed then are not caught up in a burst.
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let mut values = vec![first["params"]["progress"].as_f64().unwrap()];
+    loop {
+        let message = next_json(&mut lines);
+        if message["id"] == 1 {
+            break;
+        }
+        values.push(message["params"]["progress"].as_f64().unwrap());
+    }
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    drop(stdin);
+    assert!(serve.wait().unwrap().success());
+}
+
+#[test]
+fn a_client_that_does_not_read_cannot_grow_serve() {
+    use std::io::{BufRead, BufReader, Write};
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = serve_piped(files.path(), &[]);
+    let pid = serve.id();
+    let mut stdin = serve.stdin.take().unwrap();
+    // Each small request is answered with the whole tool list: unread, the answers would
+    // pile up in serve without a bound.
+    let writer = std::thread::spawn(move || {
+        for id in 0..20_000 {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            if writeln!(stdin, "{line}").is_err() {
+                return;
+            }
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(rss_kib < 48 * 1024, "serve grew to {rss_kib} KiB");
+    // Everything is still answered once the client reads.
+    let answered = BufReader::new(serve.stdout.take().unwrap()).lines().count();
+    writer.join().unwrap();
+    assert_eq!(answered, 20_000);
+    assert!(serve.wait().unwrap().success());
+}
+
+#[test]
+fn a_refusal_stays_one_line_whatever_the_paths_hold() {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
+        .args([
+            "serve",
+            "--files",
+            "/nonexistent/a\nb",
+            "--programs-path",
+            "/bin",
+        ])
+        .args([
+            "--timeout",
+            "1s",
+            "--output",
+            "1KiB",
+            "--program",
+            "true",
+            "--",
+            "env",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("a\\nb"), "{stderr}");
+
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
+        .args(["serve", "--files", "/", "--programs-path", "bin:usr/bin"])
+        .args([
+            "--timeout",
+            "1s",
+            "--output",
+            "1KiB",
+            "--program",
+            "true",
+            "--",
+            "env",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no absolute folder"));
+}

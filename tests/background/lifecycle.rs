@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use crate::procs::{alive, wait_for_role, wait_gone};
 use crate::runs::{
     Bg, Flags, PROCS, WRITE, hex, is_rfc3339, list, listed, meta, pattern, poll, procs_args, read,
-    read_ok, snapshot, start, started, stays_alive, stop, stopped_run, supervisors, tool, unit,
-    wait_ended, wait_group_gone, wait_no_supervisor, wait_supervisor,
+    read_ok, send_tool, snapshot, start, started, stays_alive, stop, stopped_run, supervisors,
+    tool, unit, wait_ended, wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes};
 use crate::serve::{ANSWER, is_error, text};
@@ -21,6 +21,7 @@ both_sandboxes!(
     stop_leaves_no_process,
     leftovers_die_after_the_program,
     bad_ids_touch_nothing,
+    a_cancelled_stop_is_not_answered,
 );
 
 fn a_run_outlives_the_call_and_serve(sandbox: Sandbox) {
@@ -335,4 +336,29 @@ fn bad_ids_touch_nothing(sandbox: Sandbox) {
     let result = read(&mut serve, json!({"id": id}));
     assert_eq!(text(&result), "a".repeat(100), "{result}");
     assert!(supervisors(&id).is_empty());
+}
+
+/// `notifications/cancelled` for a background tool's call in flight: no answer is sent for it
+/// (the run still stops: the stop was asked before the cancel).
+fn a_cancelled_stop_is_not_answered(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("linger", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    let stop_id = send_tool(&mut serve, "stop", json!({"id": id}), None);
+    serve.send(&json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": stop_id},
+    }));
+    // Later requests are answered; the cancelled one never is.
+    let runs = list(&mut serve);
+    assert!(runs.iter().any(|r| r["id"] == id), "{runs:?}");
+    wait_gone(&mark, Duration::from_secs(10));
+    let answered = serve.wait_for(Duration::from_secs(2), |m| m["id"] == stop_id);
+    assert!(
+        answered.is_none(),
+        "the cancelled stop was answered: {answered:?}"
+    );
 }
