@@ -101,13 +101,25 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
 
 fn supervise(state: &StateDir, record: &mut Record, signals: &Signals) -> Result<()> {
     let files = FilesDir::open(&record.launch.files)?;
+    // The working folder, opened from the files folder without following any link: the
+    // agent may have put a link in its place since `start`.
+    let relative = record
+        .launch
+        .program
+        .cwd
+        .strip_prefix(&record.launch.files)
+        .context("the run's working folder is not inside its files folder")?
+        .to_owned();
+    let cwd = files
+        .open_dir_beneath(&relative)
+        .context("opening the run's working folder")?;
     let background = files.ensure_background_dir()?;
     let mut output = OutputFile::open(background, record)?;
 
     let (gate_read, gate_write) = pipe_with(PipeFlags::CLOEXEC)?;
     let (out_read, out_write) = pipe_with(PipeFlags::CLOEXEC)?;
     let _ = rustix::pipe::fcntl_setpipe_size(&out_read, PIPE_SIZE);
-    let mut child = start_gate(record, gate_read, out_write)?;
+    let mut child = start_gate(record, &cwd, gate_read, out_write)?;
     let leader = ProcessId::new(i64::from(child.id())).context("the gate's pid")?;
     let group = Group::of(leader).ok_or_else(|| anyhow!("the gate has no pid"))?;
     let started = Instant::now();
@@ -265,7 +277,12 @@ fn watch(
 }
 
 /// Starts the gate, which will become the sandbox, as the leader of a new group.
-fn start_gate(record: &Record, gate_read: OwnedFd, out_write: OwnedFd) -> Result<Child> {
+fn start_gate(
+    record: &Record,
+    cwd: &OwnedFd,
+    gate_read: OwnedFd,
+    out_write: OwnedFd,
+) -> Result<Child> {
     let out_write = File::from(out_write);
     let err_write = out_write.try_clone()?;
     // `/proc/self/exe` is this very executable even when its file was replaced since.
@@ -275,26 +292,31 @@ fn start_gate(record: &Record, gate_read: OwnedFd, out_write: OwnedFd) -> Result
         .arg("gate")
         .arg("--")
         .args(record.launch.argv().into_iter().map(OsString::from))
-        .current_dir(&record.launch.program.cwd)
         .env_remove(HOLD_GATE_ENV)
         .stdin(Stdio::from(gate_read))
         .stdout(Stdio::from(out_write))
         .stderr(Stdio::from(err_write))
         .process_group(0);
-    die_with_parent(&mut command);
+    in_folder_dying_with_parent(&mut command, cwd);
     command.spawn().context("starting the gate")
 }
 
-/// Arranges `SIGKILL` for the child when this thread (the supervisor's only one that spawns)
+/// Starts the child in the folder `cwd` is a handle on (`fchdir`, no path resolved again),
+/// and arranges `SIGKILL` for it when this thread (the supervisor's only one that spawns)
 /// dies.
 #[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
+fn in_folder_dying_with_parent(command: &mut Command, cwd: &OwnedFd) {
+    use std::os::fd::{AsRawFd, BorrowedFd};
     let parent = rustix::process::getpid();
+    let cwd = cwd.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed: two system calls (prctl, getppid) and an `io::Error`
-    // built from a raw errno, which does not allocate. It takes no lock.
+    // async-signal-safe work is allowed: three system calls (fchdir, prctl, getppid) and an
+    // `io::Error` built from a raw errno, which does not allocate. It takes no lock. `cwd` is
+    // a descriptor the caller keeps open until `spawn` returns, so it is open in the child
+    // (close-on-exec closes it only at the exec).
     unsafe {
         command.pre_exec(move || {
+            rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             if rustix::process::getppid() != Some(parent) {
                 return Err(io::Error::from_raw_os_error(
