@@ -275,6 +275,14 @@ pub enum RecordProblem {
     /// The boot id is empty.
     #[error("boot_id is empty")]
     EmptyBootId,
+    /// The group's id is not its leader's pid (the gate leads the group it made).
+    #[error("group.pgid {pgid} is not group.leader_pid {leader}")]
+    GroupNotLed {
+        /// `group.pgid`.
+        pgid: i32,
+        /// `group.leader_pid`.
+        leader: i32,
+    },
 }
 
 /// The operation an [`Error::Io`] was doing.

@@ -273,15 +273,24 @@ fn open_start_lock(path: &Path) -> Result<File, Error> {
     open_file(path, OFlags::CREATE | OFlags::RDONLY, Op::Open)
 }
 
-/// Opens with `O_CLOEXEC|O_NOFOLLOW` added, mode 0600 if created.
+/// Opens with `O_CLOEXEC|O_NOFOLLOW` added, mode 0600 if created, and checks for a regular
+/// file: opened `O_NONBLOCK`, so a FIFO in a lock's place is refused instead of hanging.
 fn open_file(path: &Path, flags: OFlags, op: Op) -> Result<File, Error> {
-    rustix::fs::open(
+    let fd = rustix::fs::open(
         path,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
         Mode::from_raw_mode(0o600),
     )
-    .map(File::from)
-    .map_err(|e| Error::io(op, path, e))
+    .map_err(|e| Error::io(op, path, e))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
+    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+    if kind != rustix::fs::FileType::RegularFile {
+        return Err(Error::NotRegularFile {
+            path: path.to_owned(),
+            kind: crate::error::FileKind::from_file_type(kind),
+        });
+    }
+    Ok(File::from(fd))
 }
 
 /// Takes a fresh file's flock; it cannot be contended, so "would block" is an error too.

@@ -192,7 +192,7 @@ impl Record {
     /// Reads and checks `<state>/<id>.json`.
     pub fn load(state: &StateDir, id: &RunId) -> Result<Self, Error> {
         let path = state.record(id);
-        let bytes = fs::read(&path).map_err(|e| Error::io(Op::Read, &path, e))?;
+        let bytes = read_regular(&path)?;
         let record = Self::from_json(&bytes, &path)?;
         if record.id != *id {
             return Err(Error::RecordInvalid {
@@ -300,6 +300,16 @@ impl Record {
         if self.boot_id.trim().is_empty() {
             return Err(invalid(RecordProblem::EmptyBootId));
         }
+        // The gate makes the group and leads it: a record naming another group would have a
+        // sweep signal processes that are not the run's.
+        if let Some(group) = &self.group
+            && group.pgid != group.leader_pid
+        {
+            return Err(invalid(RecordProblem::GroupNotLed {
+                pgid: group.pgid.get(),
+                leader: group.leader_pid.get(),
+            }));
+        }
         if self.output.dropped_bytes > self.output.written_bytes {
             return Err(invalid(RecordProblem::DroppedOverWritten {
                 dropped: self.output.dropped_bytes,
@@ -309,6 +319,33 @@ impl Record {
         Ok(())
     }
 }
+
+/// The bytes of a regular file, opened without following a link and without blocking (a FIFO
+/// put in a record's place must not hang a reader), at most [`MAX_RECORD`] of them.
+fn read_regular(path: &Path) -> Result<Vec<u8>, Error> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let fd =
+        rustix::fs::open(path, flags, Mode::empty()).map_err(|e| Error::io(Op::Open, path, e))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(Error::NotRegularFile {
+            path: path.to_owned(),
+            kind: crate::error::FileKind::from_file_type(kind),
+        });
+    }
+    let mut bytes = Vec::new();
+    fs::File::from(fd)
+        .take(MAX_RECORD)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(Op::Read, path, e))?;
+    Ok(bytes)
+}
+
+/// The largest record read: real ones are a few KiB (a long command line at most).
+const MAX_RECORD: u64 = 16 * 1024 * 1024;
 
 impl Launch {
     /// The full command line the run executes:

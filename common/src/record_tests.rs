@@ -172,6 +172,27 @@ fn a_record_without_version_or_not_json_is_a_parse_error() {
 }
 
 #[test]
+fn a_group_its_leader_does_not_lead_is_refused() {
+    let mut value = serde_json::to_value(ended(record(true), 5)).unwrap();
+    value["group"] = json!({"pgid": 777, "leader_pid": 4321, "leader_start_time": 0});
+    let bytes = serde_json::to_vec(&value).unwrap();
+    let err = Record::from_json(&bytes, Path::new("x.json")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::RecordInvalid {
+                problem: RecordProblem::GroupNotLed {
+                    pgid: 777,
+                    leader: 4321
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn damaged_fields_are_refused() {
     let good = serde_json::to_value(ended(record(true), 5)).unwrap();
     let cases: [(&str, serde_json::Value); 6] = [

@@ -283,3 +283,35 @@ fn adopt_child(dir: &str, id: &str) {
         }
     }
 }
+
+#[test]
+fn a_fifo_in_place_of_a_lock_or_a_record_is_refused_without_hanging() {
+    let (dir, state) = state();
+    let id = RunId::parse("fifofifofifo1").unwrap();
+    for name in ["fifofifofifo1.lock", "fifofifofifo1.json", "start.lock"] {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.path().join(name),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+    // Each would block forever on a FIFO without a writer; on a deadline, so a hang fails.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let checked = state.clone();
+    std::thread::spawn(move || {
+        let lock = try_lock_existing(&checked, &id).map(|_| ());
+        let record = lnk_common::record::Record::load(&checked, &id).map(|_| ());
+        let start = StartLock::take_within(&checked, Duration::from_secs(1)).map(|_| ());
+        let _ = tx.send((lock, record, start));
+    });
+    let (lock, record, start) = rx.recv_timeout(Duration::from_secs(10)).expect("no hang");
+    for result in [lock, record, start] {
+        assert!(
+            matches!(result, Err(Error::NotRegularFile { .. })),
+            "{result:?}"
+        );
+    }
+}

@@ -93,6 +93,29 @@ pub fn start_sweep(background: &crate::config::Background) {
     }
 }
 
+/// How often a serving `serve` starts a sweep. A sweep tells ended runs whose telling failed
+/// (the way in was down or slow) while their end is under ten minutes old, and removes runs
+/// past their keep; without it, that would wait for the next `serve` or bridge to start.
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Starts a sweep now and then every [`SWEEP_EVERY`], beside the server, for as long as it
+/// serves.
+pub fn start_sweeps(background: &crate::config::Background) {
+    start_sweep(background);
+    let background = background.clone();
+    let spawned = std::thread::Builder::new()
+        .name("sweeps".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(SWEEP_EVERY);
+                start_sweep(&background);
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "no thread for the periodic sweeps; only the first one runs");
+    }
+}
+
 /// Refuses arguments other than `allowed`.
 fn only(arguments: &Map<String, Value>, tool: &str, allowed: &[&str]) -> Result<(), Answer> {
     match arguments.keys().find(|k| !allowed.contains(&k.as_str())) {

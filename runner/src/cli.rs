@@ -312,10 +312,21 @@ impl ServeArgs {
                 };
                 // Runs tell from their supervisor, and later sweeps from wherever they are
                 // started: the record holds absolute paths.
+                let keyring = absolute(&keyring, "--keyring")?;
+                if keyring.starts_with(files)
+                    || keyring.canonicalize().is_ok_and(|k| k.starts_with(files))
+                {
+                    return refuse(format!(
+                        "the keyring {} lies inside --files {}: sandboxed programs could \
+                         read or replace the agent's key",
+                        keyring.display(),
+                        files.display()
+                    ));
+                }
                 Some(WayIn {
                     socket: absolute(socket, "--way-in")?,
                     agent: agent.clone(),
-                    keyring: absolute(&keyring, "--keyring")?,
+                    keyring,
                 })
             }
         };

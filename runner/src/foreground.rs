@@ -39,7 +39,14 @@ pub fn start(
     let spawned = std::thread::Builder::new()
         .name(format!("call {id}"))
         .spawn(move || {
-            let result = run(&thread_server, &thread_id, &era, spec, &control, progress);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(&thread_server, &thread_id, &era, spec, &control, progress)
+            }))
+            .unwrap_or_else(|_| {
+                Some(refusal_result(
+                    "the call failed inside the server (a bug; its log says where)",
+                ))
+            });
             // The id is free again before its answer goes out, so a client may reuse it as
             // soon as it has the answer.
             thread_server.forget(&thread_id);

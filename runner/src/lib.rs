@@ -85,7 +85,7 @@ fn serve(config: config::Config) -> anyhow::Result<()> {
             .context("creating the state folder")?;
     }
     if let Some(background) = &config.background {
-        background::start_sweep(background);
+        background::start_sweeps(background);
     }
     let watchdog = watchdog::Watchdog::start().context("starting the watchdog")?;
     let server = server::Server::new(config, writer, watchdog);

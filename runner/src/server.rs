@@ -323,7 +323,14 @@ impl Server {
         let spawned = std::thread::Builder::new()
             .name(format!("{name} {id}"))
             .spawn(move || {
-                let answer = background::call(&server, &name, &arguments, meta.as_ref(), &era);
+                let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    background::call(&server, &name, &arguments, meta.as_ref(), &era)
+                }))
+                .unwrap_or_else(|_| {
+                    background::Answer::refusal(format!(
+                        "`{name}` failed inside the server (a bug; its log says where)"
+                    ))
+                });
                 let mut result = json!({
                     "content": [{"type": "text", "text": answer.text}],
                     "isError": answer.is_error,

@@ -60,6 +60,9 @@ pub enum KeyringError {
     },
 }
 
+/// The longest key file read: 64 hex characters and a line end, with room for spaces.
+const MAX_KEY_FILE: u64 = 80;
+
 /// The file names of an agent's key pair.
 pub fn key_paths(keyring: &Path, agent: &str) -> (PathBuf, PathBuf) {
     (
@@ -94,9 +97,13 @@ pub fn read_signing_key(keyring: &Path, agent: &str) -> Result<SigningKey, Keyri
     if mode & 0o077 != 0 {
         return Err(KeyringError::Mode { path, mode });
     }
+    // 64 hex characters and a line end; anything longer is not a key file.
+    if meta.len() > MAX_KEY_FILE {
+        return Err(KeyringError::Malformed { path });
+    }
     let mut text = String::new();
     (&mut file)
-        .take(256)
+        .take(MAX_KEY_FILE)
         .read_to_string(&mut text)
         .map_err(|_| KeyringError::Malformed { path: path.clone() })?;
     let seed = decode_hex32(text.trim()).ok_or(KeyringError::Malformed { path })?;

@@ -106,6 +106,7 @@ fn stop_holding(state: &StateDir) -> Result<Vec<(lnk_common::id::RunId, LockGuar
                 // The supervisor did not end: kill the run's group ourselves; the supervisor
                 // then sees its run end, records it, and lets go of the lock.
                 if let Ok(record) = Record::load(state, id)
+                    && record.status.is_running()
                     && let Some(group) = reclaim::surely_own_group(&record)
                 {
                     group.kill();

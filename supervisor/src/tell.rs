@@ -14,7 +14,7 @@
 //! timed out, closed without an answer); an `error` answer is logged and stays told, so a run
 //! is told at most once.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
 
 use crate::keyring;
@@ -134,35 +135,116 @@ fn one_line(record: &Record) -> String {
     )
 }
 
-/// Connects, writes the line, reads one line back, within [`TELL_LIMIT`].
+/// Connects, writes the line, reads one line back, all within [`TELL_LIMIT`]: a way in that
+/// does not accept, or answers a byte at a time, cannot hold the supervisor up longer.
 fn exchange(socket: &Path, line: &Value) -> Outcome {
-    let start = Instant::now();
-    let left = || {
-        TELL_LIMIT
-            .saturating_sub(start.elapsed())
-            .max(Duration::from_millis(1))
-    };
-    let mut stream = match UnixStream::connect(socket) {
+    let deadline = Instant::now() + TELL_LIMIT;
+    let shown = socket.display();
+    let stream = match connect_within(socket, deadline) {
         Ok(stream) => stream,
-        Err(err) => return Outcome::Unreachable(format!("{}: {err}", socket.display())),
+        Err(why) => return Outcome::Unreachable(format!("{shown}: {why}")),
     };
     let mut text = line.to_string();
     text.push('\n');
-    if let Err(err) = stream
-        .set_write_timeout(Some(left()))
-        .and_then(|()| stream.write_all(text.as_bytes()))
-    {
-        return Outcome::Unreachable(format!("writing to {}: {err}", socket.display()));
+    if let Err(why) = write_within(&stream, text.as_bytes(), deadline) {
+        return Outcome::Unreachable(format!("writing to {shown}: {why}"));
     }
-    let mut answer = String::new();
-    let read = stream
-        .set_read_timeout(Some(left()))
-        .and_then(|()| BufReader::new((&stream).take(MAX_ANSWER)).read_line(&mut answer));
-    match read {
-        Ok(0) => Outcome::Unreachable(format!("{} closed without an answer", socket.display())),
-        Ok(_) => judge(&answer),
-        Err(err) => Outcome::Unreachable(format!("reading from {}: {err}", socket.display())),
+    match read_line_within(&stream, deadline) {
+        Ok(Some(answer)) => judge(&answer),
+        Ok(None) => Outcome::Unreachable(format!("{shown} closed without an answer")),
+        Err(why) => Outcome::Unreachable(format!("reading from {shown}: {why}")),
     }
+}
+
+/// A non-blocking connection; a listener whose queue is full is tried again until `deadline`.
+fn connect_within(socket: &Path, deadline: Instant) -> Result<UnixStream, String> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let address = SocketAddrUnix::new(socket).map_err(|e| e.to_string())?;
+    loop {
+        let fd = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        match rustix::net::connect(&fd, &address) {
+            Ok(()) => return Ok(UnixStream::from(fd)),
+            // The listener's queue is full: it is there but not accepting, yet.
+            Err(rustix::io::Errno::AGAIN) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(rustix::io::Errno::AGAIN) => {
+                return Err(format!("not accepting within {} s", TELL_LIMIT.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Waits until `stream` is ready for `events`, or says the time is up.
+fn wait_ready(stream: &UnixStream, events: PollFlags, deadline: Instant) -> Result<(), String> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no answer within {} s", TELL_LIMIT.as_secs()));
+        }
+        let timeout = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(stream, events)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => {}
+            Ok(_) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn write_within(
+    mut stream: &UnixStream,
+    mut bytes: &[u8],
+    deadline: Instant,
+) -> Result<(), String> {
+    while !bytes.is_empty() {
+        wait_ready(stream, PollFlags::OUT, deadline)?;
+        match stream.write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// One line (without its newline), `None` if the stream ends first; at most [`MAX_ANSWER`]
+/// bytes are kept.
+fn read_line_within(mut stream: &UnixStream, deadline: Instant) -> Result<Option<String>, String> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        wait_ready(stream, PollFlags::IN, deadline)?;
+        match stream.read(&mut buf) {
+            Ok(0) if answer.is_empty() => return Ok(None),
+            Ok(0) => break,
+            Ok(n) => {
+                let chunk = &buf[..n];
+                if let Some(end) = chunk.iter().position(|b| *b == b'\n') {
+                    answer.extend_from_slice(&chunk[..end]);
+                    break;
+                }
+                answer.extend_from_slice(chunk);
+                if answer.len() as u64 > MAX_ANSWER {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    answer.truncate(usize::try_from(MAX_ANSWER).unwrap_or(usize::MAX));
+    Ok(Some(String::from_utf8_lossy(&answer).into_owned()))
 }
 
 /// A `result` answer is told; anything else is a refusal.

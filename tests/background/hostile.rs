@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::procs::wait_gone;
 use crate::runs::{
-    Bg, Flags, PROCS, PROMPT, WRITE, hex, list_within, listed, meta, poll, read, snapshot, started,
-    stop, stopped_run, supervisors, tool_within, wait_ended, wait_no_supervisor,
+    Bg, Flags, PROCS, PROMPT, WRITE, hex, list_within, listed, meta, poll, read, snapshot, start,
+    started, stop, stopped_run, supervisors, tool_within, wait_ended, wait_no_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes};
 use crate::serve::{ANSWER, is_error, text};
@@ -24,6 +24,7 @@ both_sandboxes!(
     output_made_a_fifo_while_running,
     output_made_a_fifo_after_the_end,
     background_folder_linked_outside_while_running,
+    a_record_with_counts_at_their_limit_is_still_answered,
 );
 
 /// An outside folder holding a file the tests must find untouched.
@@ -228,4 +229,36 @@ fn output_made_a_fifo_after_the_end(sandbox: Sandbox) {
 
 fn background_folder_linked_outside_while_running(sandbox: Sandbox) {
     output_swapped_while_running(sandbox, Swap::Folder);
+}
+
+/// A record whose counts were edited to their limit (u64::MAX) must not make `read`, `list`
+/// or `stop` fail inside serve: each still answers, and serve keeps serving.
+fn a_record_with_counts_at_their_limit_is_still_answered(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo some output"]}),
+    );
+    wait_ended(&mut serve, &id, ANSWER);
+    wait_no_supervisor(&id, Duration::from_secs(10));
+    let path = bg.record_path(&id);
+    let mut record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    record["output"]["written_bytes"] = json!(u64::MAX);
+    record["output"]["dropped_bytes"] = json!(u64::MAX);
+    let temp = path.with_extension("edit");
+    std::fs::write(&temp, serde_json::to_vec(&record).unwrap()).unwrap();
+    std::fs::rename(&temp, &path).unwrap();
+
+    for offset in [None, Some(0), Some(u64::MAX)] {
+        let mut arguments = json!({"id": id});
+        if let Some(offset) = offset {
+            arguments["offset"] = json!(offset);
+        }
+        // An answer, whatever it says: no panic, no silence.
+        tool_within(&mut serve, "read", arguments, None, ANSWER);
+    }
+    list_within(&mut serve, ANSWER);
+    tool_within(&mut serve, "stop", json!({"id": id}), None, ANSWER);
 }

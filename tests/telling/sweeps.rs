@@ -29,6 +29,7 @@ both_sandboxes!(
     keep_removes_old_told_runs_with_their_output,
     sweeps_at_once_tell_each_run_once_and_leave_live_runs_alone,
     a_damaged_record_is_moved_aside_and_old_temporaries_go,
+    a_record_naming_a_group_its_leader_does_not_lead_kills_nothing,
 );
 
 const MINUTE: u64 = 60_000;
@@ -371,4 +372,31 @@ fn a_damaged_record_is_moved_aside_and_old_temporaries_go(sandbox: Sandbox) {
     t.sweep();
     assert_eq!(way.received().len(), 1);
     assert!(exists(&t.state().join(format!("{damaged}.damaged"))));
+}
+
+/// A record edited to name another process group than its leader's (the leader itself gone):
+/// the sweep reports it damaged and moves it aside, and the group it names lives on.
+fn a_record_naming_a_group_its_leader_does_not_lead_kills_nothing(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let _way = t.way_in(Answer::Result);
+    let mut serve = t.serve(&Flags::default()).start();
+    let id = start(&mut serve, json!({"program": "true"}));
+    t.wait_done(&id);
+    let mark = t.bg.marker();
+    let victim = Decoy::start(&mark);
+    let boot = boot_id();
+    t.edit_record(&id, |r| {
+        r["status"] = json!({"state": "running"});
+        r["group"] = json!({"pgid": victim.pid, "leader_pid": 4_000_000, "leader_start_time": 1});
+        r["boot_id"] = json!(boot);
+    });
+    t.sweep();
+    assert!(
+        victim.alive(),
+        "the sweep killed a group the record's leader does not lead"
+    );
+    assert!(t.bg.record(&id).is_none(), "the record was not moved aside");
+    assert!(exists(&t.state().join(format!("{id}.damaged"))));
+    drop(victim);
+    wait_gone(&mark, Duration::from_secs(10));
 }

@@ -18,6 +18,7 @@ both_sandboxes!(
     a_way_in_down_at_the_end_is_told_by_the_next_sweep,
     an_error_answer_stays_told,
     a_way_in_that_never_answers_is_retried,
+    a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor,
 );
 
 /// The one message about run `id`, checked: valid, from the run, about the run.
@@ -277,4 +278,93 @@ fn keygen_writes_a_pair_and_never_overwrites() {
     let out = supervise_cli(&["keygen", "--keyring", &ring, "--as", "../x"], CLI);
     assert!(!out.status.success(), "{out:?}");
     assert!(!setup.path("x.key").exists() && !keyring.join("../x.key").exists());
+}
+
+/// The 10 s limit is for the whole exchange: a way in that answers one byte every second, or
+/// one that never accepts the connection (its queue full), cannot keep a supervisor — and so
+/// the run's place under `--background` — beyond it.
+fn a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor(sandbox: Sandbox) {
+    use std::io::{Read, Write};
+    let t = Tell::new(sandbox);
+    // First a way in that accepts, reads the line, then drips a long answer.
+    let listener = UnixListener::bind(&t.socket).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dripping = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            let mut byte = [0u8; 1];
+            while conn.read(&mut byte).is_ok_and(|n| n == 1) && byte[0] != b'\n' {}
+            let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+            for b in answer.iter().chain(b"\n") {
+                if stop.load(std::sync::atomic::Ordering::SeqCst)
+                    || conn.write_all(std::slice::from_ref(b)).is_err()
+                {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    let mut serve = t.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "exit 0"]}),
+    );
+    let asked = Instant::now();
+    let record = t.wait_done(&id);
+    crate::runs::wait_no_supervisor(&id, Duration::from_secs(20));
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(16),
+        "the supervisor stayed {waited:?}"
+    );
+    assert_eq!(
+        record["telling"]["told"], false,
+        "a partial answer is no answer: {record}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    dripping.join().unwrap();
+    std::fs::remove_file(&t.socket).unwrap();
+
+    // Then one that never accepts: a backlog of none, taken by a connection of the test's.
+    let fd = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::STREAM,
+        None,
+    )
+    .unwrap();
+    let address = rustix::net::SocketAddrUnix::new(&t.socket).unwrap();
+    rustix::net::bind(&fd, &address).unwrap();
+    rustix::net::listen(&fd, 0).unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        let filler = rustix::net::socket_with(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::STREAM,
+            rustix::net::SocketFlags::NONBLOCK,
+            None,
+        )
+        .unwrap();
+        if rustix::net::connect(&filler, &address).is_ok() {
+            fillers.push(filler);
+        }
+    }
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "exit 0"]}),
+    );
+    let asked = Instant::now();
+    let record = t.wait_done(&id);
+    crate::runs::wait_no_supervisor(&id, Duration::from_secs(20));
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(16),
+        "the supervisor stayed {waited:?}"
+    );
+    assert_eq!(record["telling"]["told"], false, "{record}");
+    drop(fillers);
+    drop(fd);
 }

@@ -88,7 +88,9 @@ pub fn live_summary(record: &Record) -> RunSummary {
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
-        summary.output_bytes = summary.output_bytes.max(record.output.dropped_bytes + len);
+        summary.output_bytes = summary
+            .output_bytes
+            .max(record.output.dropped_bytes.saturating_add(len));
     }
     summary
 }

@@ -100,7 +100,7 @@ fn read_checked(
             .map_err(|e| Answer::refusal(format!("run {id}'s output file: {e}")))?
             .len();
         let dropped = record.output.dropped_bytes;
-        let total = dropped + len;
+        let total = dropped.saturating_add(len);
         let start = offset.unwrap_or_else(|| total.saturating_sub(limit).max(dropped));
         let end = start.saturating_add(limit);
         let skipped = dropped.saturating_sub(start).min(limit);
