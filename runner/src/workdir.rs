@@ -33,6 +33,14 @@ pub enum DirRefusal {
     /// Not a folder.
     #[error("`dir` `{0}` is not a folder")]
     NotAFolder(String),
+    /// It may not be entered (no search permission).
+    #[error("`dir` `{dir}` cannot be entered ({cause}); give a folder the programs may use")]
+    Forbidden {
+        /// The `dir` asked for.
+        dir: String,
+        /// What failed.
+        cause: std::io::Error,
+    },
     /// It changed while it was opened (a link put in its place), or cannot be entered.
     #[error("`dir` `{dir}` cannot be entered ({cause}); it may have changed meanwhile")]
     Unopenable {
@@ -62,6 +70,18 @@ pub fn open(files: &Path, dir: &str) -> Result<WorkDir, DirRefusal> {
             dir: dir.to_owned(),
             cause,
         })?;
+    // Entering it needs search permission; without it the call could not start there.
+    if let Err(e) = rustix::fs::accessat(
+        &handle,
+        ".",
+        rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::empty(),
+    ) {
+        return Err(DirRefusal::Forbidden {
+            dir: dir.to_owned(),
+            cause: e.into(),
+        });
+    }
     Ok(WorkDir { path, handle })
 }
 
