@@ -252,7 +252,10 @@ fn stop_leaves_no_process(sandbox: Sandbox) {
     wait_group_gone(pgid, Duration::from_secs(3));
     assert!(!alive(child.pid) && !alive(parent.pid) && !alive(leader));
     wait_no_supervisor(&id, Duration::from_secs(5));
-    assert!(!alive(supervisor.pid));
+    assert!(crate::procs::wait_dead(
+        supervisor.pid,
+        Duration::from_secs(5)
+    ));
     let record = bg.record(&id).unwrap();
     assert_eq!(record["status"]["state"], "stopped", "{record}");
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::procs::{alive, marker, peak_rss_kib, wait_for_role, wait_gone};
+use crate::procs::{marker, peak_rss_kib, wait_dead, wait_for_role, wait_gone};
 use crate::sandbox::{Sandbox, both_sandboxes};
 use crate::serve::{ANSWER, Setup, ran, text};
 
@@ -95,7 +95,10 @@ fn nothing_outlives_serve_killed(sandbox: Sandbox) {
     let program = wait_for_role(&mark, role, Duration::from_secs(10));
     serve.kill();
     wait_gone(&mark, Duration::from_secs(10));
-    assert!(!alive(program.pid), "{program:?} outlived serve");
+    assert!(
+        wait_dead(program.pid, Duration::from_secs(10)),
+        "{program:?} outlived serve"
+    );
 }
 
 /// The bytes `lnk-test-write` writes for `count` bytes of `unit`.

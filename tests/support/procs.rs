@@ -96,6 +96,20 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Waits until the process is no longer alive, up to `within`; whether it ended. A process
+/// that is exiting loses its command line before it becomes a zombie, so a look by marker
+/// can miss it while it is still, for a moment, alive.
+pub fn wait_dead(pid: i32, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while alive(pid) {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
 /// The peak resident set size of a process, in KiB (`VmHWM`).
 pub fn peak_rss_kib(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
