@@ -3,7 +3,6 @@
 //! bridge would run them (bounded, their stderr kept), records edited as the lock protocol
 //! allows (only while the test holds the run's lock), and decoy processes for the pid-reuse
 //! guard.
-use std::fs::{File, TryLockError};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -91,16 +90,12 @@ impl Tell {
 
     /// Rewrites the record of `id` as the lock protocol allows: holding the run's lock (free
     /// only once its supervisor is gone), whole, through a temporary file renamed over it.
+    ///
+    /// The lock is taken by a `flock` process of its own, not by this test process: while a
+    /// test holds a descriptor, any other test thread that forks copies it into its child
+    /// until that child's exec, and a sweep started right after would find the lock held.
     pub fn edit_record(&self, id: &str, edit: impl FnOnce(&mut Value)) {
         let lock_path = self.state().join(format!("{id}.lock"));
-        let lock = File::open(&lock_path).unwrap_or_else(|e| panic!("{lock_path:?}: {e}"));
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                panic!("the lock of {id} is held (a supervisor or a sweep): the test may not write")
-            }
-            Err(TryLockError::Error(err)) => panic!("locking {lock_path:?}: {err}"),
-        }
         let mut record = self
             .bg
             .record(id)
@@ -113,8 +108,21 @@ impl Tell {
         temp.write_all(&serde_json::to_vec_pretty(&record).unwrap())
             .unwrap();
         temp.as_file().sync_all().unwrap();
-        temp.persist(self.bg.record_path(id)).unwrap();
-        drop(lock);
+        let temp = temp.into_temp_path().keep().unwrap();
+        let status = std::process::Command::new("flock")
+            .arg("--nonblock")
+            .arg(&lock_path)
+            .arg("mv")
+            .arg("-T")
+            .arg(&temp)
+            .arg(self.bg.record_path(id))
+            .status()
+            .unwrap_or_else(|e| panic!("running flock: {e}"));
+        assert!(
+            status.success(),
+            "the lock of {id} is held (a supervisor or a sweep), or the rename failed: the \
+             test may not write ({status})"
+        );
     }
 }
 
