@@ -9,8 +9,8 @@ pub struct Group(ProcessId);
 
 impl Group {
     /// The group whose id is `pgid`.
-    pub fn of(pgid: ProcessId) -> Option<Self> {
-        Some(Group(pgid))
+    pub fn of(pgid: ProcessId) -> Self {
+        Group(pgid)
     }
 
     /// Sends SIGKILL to every member; whether any was there.

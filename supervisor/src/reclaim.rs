@@ -41,7 +41,7 @@ pub fn surely_own_group(record: &Record) -> Option<Group> {
         return None;
     }
     match proc_info::check_process(group.leader_pid, group.leader_start_time) {
-        Ok(Liveness::Same | Liveness::Gone) => Group::of(group.pgid),
+        Ok(Liveness::Same | Liveness::Gone) => Some(Group::of(group.pgid)),
         Ok(Liveness::Other) => {
             tracing::info!(id = %record.id, pid = group.leader_pid.get(), "the leader's pid belongs to another process now");
             None

@@ -121,7 +121,7 @@ fn supervise(state: &StateDir, record: &mut Record, signals: &Signals) -> Result
     let _ = rustix::pipe::fcntl_setpipe_size(&out_read, PIPE_SIZE);
     let mut child = start_gate(record, &cwd, gate_read, out_write)?;
     let leader = ProcessId::new(i64::from(child.id())).context("the gate's pid")?;
-    let group = Group::of(leader).ok_or_else(|| anyhow!("the gate has no pid"))?;
+    let group = Group::of(leader);
     let started = Instant::now();
     let recorded = record_group(state, record, leader);
     if let Err(err) = recorded {
