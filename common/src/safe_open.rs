@@ -76,7 +76,7 @@ impl FilesDir {
     }
 
     /// Opens the folder `relative` (to the files folder) one component at a time, each with
-    /// `O_DIRECTORY|O_NOFOLLOW`, so that no symbolic link — one swapped in a moment ago
+    /// `O_PATH|O_DIRECTORY|O_NOFOLLOW`, so that no symbolic link — one swapped in a moment ago
     /// included — is followed. For a working folder: the caller `fchdir`s to the handle
     /// instead of resolving a path again. `relative` holds plain components only (the
     /// caller resolves in-folder links first); `..` or an absolute path is refused.
@@ -96,7 +96,9 @@ impl FilesDir {
             };
             path.push(name);
             let parent = current.as_ref().map_or(self.fd.as_fd(), |fd| fd.as_fd());
-            let fd = rustix::fs::openat(parent, name, dir_flags(), Mode::empty())
+            // O_PATH: entering a folder needs only search permission, not read permission.
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = rustix::fs::openat(parent, name, flags, Mode::empty())
                 .map_err(|e| dir_open_error(e, parent, Path::new(name), path.clone()))?;
             current = Some(fd);
         }

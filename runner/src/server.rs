@@ -95,6 +95,9 @@ impl Server {
     /// Kills the calls in flight and waits (boundedly) for them and for stdout.
     pub fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // Answers that find no room are dropped from now on, so no call thread waits on a
+        // client that does not read.
+        self.writer.close();
         for control in lock(&self.in_flight).values() {
             control.cancel();
         }

@@ -42,12 +42,12 @@ pub enum DirRefusal {
         cause: std::io::Error,
     },
     /// It changed while it was opened (a link put in its place), or cannot be entered.
-    #[error("`dir` `{dir}` cannot be entered ({cause}); it may have changed meanwhile")]
+    #[error("`dir` `{dir}` cannot be entered: {cause}")]
     Unopenable {
         /// The `dir` asked for.
         dir: String,
-        /// What failed.
-        cause: lnk_common::error::Error,
+        /// What failed, with its cause.
+        cause: String,
     },
 }
 
@@ -68,7 +68,7 @@ pub fn open(files: &Path, dir: &str) -> Result<WorkDir, DirRefusal> {
         .and_then(|files| files.open_dir_beneath(relative))
         .map_err(|cause| DirRefusal::Unopenable {
             dir: dir.to_owned(),
-            cause,
+            cause: with_causes(&cause),
         })?;
     // Entering it needs search permission; without it the call could not start there.
     if let Err(e) = rustix::fs::accessat(
@@ -83,6 +83,18 @@ pub fn open(files: &Path, dir: &str) -> Result<WorkDir, DirRefusal> {
         });
     }
     Ok(WorkDir { path, handle })
+}
+
+/// An error with the causes behind it, for a message.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// The canonical working folder for `dir` inside `files` (itself canonical).

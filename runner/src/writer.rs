@@ -1,9 +1,13 @@
 //! The one owner of stdout: every protocol message goes through it, whole, one per line.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use serde_json::Value;
 
@@ -15,11 +19,16 @@ enum Message {
 /// How many messages may wait for stdout. When the client does not read, senders wait here,
 /// and the reader of stdin with them, so memory stays bounded (backpressure).
 const QUEUE: usize = 64;
+/// How often a sender waiting for room looks again, and at whether the client left.
+const WAIT_STEP: Duration = Duration::from_millis(2);
 
 /// A handle to send messages to stdout; clones share the one writer thread.
 #[derive(Clone)]
 pub struct Writer {
     tx: SyncSender<Message>,
+    /// Set once the server shuts down or the client closed its end of stdin: from then on a
+    /// sender never waits, and what finds no room is dropped (no one will read it).
+    closing: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -29,19 +38,38 @@ impl Writer {
         let handle = std::thread::Builder::new()
             .name("stdout".into())
             .spawn(move || write_loop(rx))?;
-        Ok((Writer { tx }, handle))
+        let closing = Arc::new(AtomicBool::new(false));
+        Ok((Writer { tx, closing }, handle))
     }
 
-    /// Queues one message, waiting while [`QUEUE`] messages wait already. A message that
-    /// cannot be serialized cannot happen for a `Value`; a closed writer means the client is
-    /// gone, and the message has no one to read it.
+    /// From now on, senders do not wait for room: shutdown has begun.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Queues one message, waiting while [`QUEUE`] messages wait already — unless the server
+    /// is closing or the client has closed stdin (then the stdin reader, blocked here, must
+    /// get back to see the end of its input). A message that cannot be serialized cannot
+    /// happen for a `Value`; a closed writer means the client is gone.
     pub fn send(&self, message: &Value) {
-        match serde_json::to_vec(message) {
-            Ok(mut line) => {
-                line.push(b'\n');
-                let _ = self.tx.send(Message::Line(line));
+        let mut line = match serde_json::to_vec(message) {
+            Ok(line) => line,
+            Err(err) => return tracing::error!(%err, "a message could not be serialized"),
+        };
+        line.push(b'\n');
+        let mut message = Message::Line(line);
+        loop {
+            match self.tx.try_send(message) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => return,
+                Err(TrySendError::Full(back)) => {
+                    if self.closing.load(Ordering::SeqCst) || stdin_closed() {
+                        self.close();
+                        return;
+                    }
+                    message = back;
+                    std::thread::sleep(WAIT_STEP);
+                }
             }
-            Err(err) => tracing::error!(%err, "a message could not be serialized"),
         }
     }
 
@@ -72,6 +100,18 @@ impl Writer {
         }
         let _ = done_rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()));
     }
+}
+
+/// Whether the client closed its end of stdin (a pipe reports it at once, unread data or not).
+fn stdin_closed() -> bool {
+    let stdin = rustix::stdio::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
 fn write_loop(rx: Receiver<Message>) {

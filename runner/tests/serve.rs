@@ -340,3 +340,36 @@ fn a_refusal_stays_one_line_whatever_the_paths_hold() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no absolute folder"));
 }
+
+#[test]
+fn closing_stdin_ends_serve_even_when_the_client_stopped_reading() {
+    use std::io::Write;
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = serve_piped(files.path(), &[]);
+    let mut stdin = serve.stdin.take().unwrap();
+    // Never read: the answers fill the pipe and the queue, and the reader of stdin waits.
+    let _unread = serve.stdout.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for id in 0..300 {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            if writeln!(stdin, "{line}").is_err() {
+                return;
+            }
+        }
+        // Closing stdin here: serve must see it and end.
+    });
+    writer.join().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = serve.kill();
+            let _ = serve.wait();
+            panic!("serve did not end after its stdin closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}

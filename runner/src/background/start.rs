@@ -57,8 +57,11 @@ fn prepare(
     let args = tools::command_args(arguments).map_err(Answer::refusal)?;
     let path = program::resolve(&args.program, &config.programs, &config.programs_path)
         .map_err(|e| Answer::refusal(e.to_string()))?;
-    let cwd =
-        workdir::resolve(&config.files, &args.dir).map_err(|e| Answer::refusal(e.to_string()))?;
+    // Opened now as the supervisor will open it, so a folder it could not enter is refused
+    // here rather than recorded lost later.
+    let cwd = workdir::open(&config.files, &args.dir)
+        .map(|workdir| workdir.path)
+        .map_err(|e| Answer::refusal(e.to_string()))?;
     let thread = match meta.and_then(|m| m.get(META_THREAD)) {
         Some(Value::String(thread)) if !thread.is_empty() => thread.clone(),
         _ => {
