@@ -19,6 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
+use crate::bins::sibling;
 use crate::foreground::{mib, system_program};
 use crate::procs;
 use crate::report::{Report, Row};
@@ -87,28 +88,12 @@ struct Bins {
 
 impl Bins {
     fn find() -> Result<Bins> {
-        let exe = std::env::current_exe().context("finding this executable")?;
-        let dir = exe
-            .parent()
-            .context("this executable has no folder")?
-            .to_path_buf();
-        let need = |name: &str| -> Result<PathBuf> {
-            let path = dir.join(name);
-            if !path.is_file() {
-                bail!(
-                    "{} is missing; build it first: cargo build --release -p lnk-link-run \
-                     -p lnk-link-supervise -p lnk-tests -p lnk-bench (bench/run.sh does)",
-                    path.display()
-                );
-            }
-            Ok(path)
-        };
         Ok(Bins {
-            run: need("lnk-link-run")?,
-            supervise: need("lnk-link-supervise")?,
-            passthrough: need("lnk-test-passthrough")?,
-            flood: need("lnk-bench-flood")?,
-            stamp: need("lnk-bench-stamp")?,
+            run: sibling("lnk-link-run")?,
+            supervise: sibling("lnk-link-supervise")?,
+            passthrough: sibling("lnk-test-passthrough")?,
+            flood: sibling("lnk-bench-flood")?,
+            stamp: sibling("lnk-bench-stamp")?,
         })
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::bins::sibling;
 use crate::procs;
 use crate::report::{Report, Row};
 use crate::serve::{Serve, ServeArgs};
@@ -54,26 +55,10 @@ struct Bins {
 
 impl Bins {
     fn find() -> Result<Bins> {
-        let exe = std::env::current_exe().context("finding this executable")?;
-        let dir = exe
-            .parent()
-            .context("this executable has no folder")?
-            .to_path_buf();
-        let need = |name: &str| -> Result<PathBuf> {
-            let path = dir.join(name);
-            if !path.is_file() {
-                bail!(
-                    "{} is missing; build it first: cargo build --release -p lnk-link-run \
-                     -p lnk-tests -p lnk-bench",
-                    path.display()
-                );
-            }
-            Ok(path)
-        };
         Ok(Bins {
-            run: need("lnk-link-run")?,
-            passthrough: need("lnk-test-passthrough")?,
-            flood: need("lnk-bench-flood")?,
+            run: sibling("lnk-link-run")?,
+            passthrough: sibling("lnk-test-passthrough")?,
+            flood: sibling("lnk-bench-flood")?,
         })
     }
 }

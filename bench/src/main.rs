@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout)]
 
 mod background;
+mod bins;
 mod foreground;
 mod procs;
 mod report;
