@@ -243,11 +243,9 @@ fn supervise(
         });
         fds.push(PollFd::new(&control.wake, PollFlags::IN));
         let wait = wake_at.saturating_duration_since(now);
-        let timeout = Timespec {
-            tv_sec: wait.as_secs() as i64,
-            tv_nsec: i64::from(wait.subsec_nanos()),
-        };
-        match poll(&mut fds, Some(&timeout)) {
+        // A wait too long for a timespec (it cannot happen: waits are bounded) waits without end.
+        let timeout = Timespec::try_from(wait).ok();
+        match poll(&mut fds, timeout.as_ref()) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
             Err(err) => {
@@ -375,10 +373,7 @@ impl Running {
             if fds.is_empty() {
                 return;
             }
-            let zero = Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
+            let zero = Timespec::default();
             if !matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
                 return;
             }

@@ -106,10 +106,7 @@ impl Writer {
 fn stdin_closed() -> bool {
     let stdin = rustix::stdio::stdin();
     let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
-    let zero = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let zero = Timespec::default();
     matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
         && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }

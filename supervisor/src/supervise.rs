@@ -244,10 +244,8 @@ fn watch(
             Some((_, at)) => (at + LEFTOVER_GRACE).min(now + Duration::from_millis(20)),
         };
         let wait = wake_at.saturating_duration_since(now);
-        let timeout = Timespec {
-            tv_sec: wait.as_secs() as i64,
-            tv_nsec: i64::from(wait.subsec_nanos()),
-        };
+        // A wait too long for a timespec (it cannot happen: waits are bounded) waits without end.
+        let timeout = Timespec::try_from(wait).ok();
         let mut fds = Vec::with_capacity(3);
         fds.push(PollFd::new(signals.fd(), PollFlags::IN));
         let pidfd_slot = exited.is_none().then(|| {
@@ -258,7 +256,7 @@ fn watch(
             fds.push(PollFd::new(p, PollFlags::IN));
             fds.len() - 1
         });
-        match poll(&mut fds, Some(&timeout)) {
+        match poll(&mut fds, timeout.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(err) => return Err(err.into()),
         }
@@ -385,10 +383,7 @@ fn drain(
             return Ok(());
         };
         let mut fds = [PollFd::new(reader, PollFlags::IN)];
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let zero = Timespec::default();
         if !matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
             return Ok(());
         }
@@ -422,10 +417,7 @@ impl Signals {
     /// Whether a signal came (since the start; the pipe is never emptied).
     fn pending(&self) -> bool {
         let mut fds = [PollFd::new(&self.read, PollFlags::IN)];
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let zero = Timespec::default();
         matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
     }
 }

@@ -189,12 +189,10 @@ fn wait_ready(stream: &UnixStream, events: PollFlags, deadline: Instant) -> Resu
         if left.is_zero() {
             return Err(format!("no answer within {} s", TELL_LIMIT.as_secs()));
         }
-        let timeout = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
+        // A wait too long for a timespec (it cannot happen: waits are bounded) waits without end.
+        let timeout = Timespec::try_from(left).ok();
         let mut fds = [PollFd::new(stream, events)];
-        match poll(&mut fds, Some(&timeout)) {
+        match poll(&mut fds, timeout.as_ref()) {
             Ok(0) | Err(rustix::io::Errno::INTR) => {}
             Ok(_) => return Ok(()),
             Err(e) => return Err(e.to_string()),
