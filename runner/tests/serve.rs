@@ -65,24 +65,8 @@ fn refuses_to_start_without_a_sandbox_in_one_line() {
 #[test]
 fn refuses_calls_beyond_the_most_it_runs_at_once() {
     use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
     let files = tempfile::tempdir().unwrap();
-    let mut serve = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
-        .args(["serve", "--files"])
-        .arg(files.path())
-        .args([
-            "--programs-path",
-            "/bin:/usr/bin",
-            "--timeout",
-            "30s",
-            "--output",
-            "1KiB",
-        ])
-        .args(["--program", "sleep", "--", "env"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut serve = serve_piped(files.path());
     let mut stdin = serve.stdin.take().unwrap();
     let total = lnk_link_run::server::MAX_CALLS + 2;
     for id in 0..total {
@@ -113,20 +97,7 @@ fn a_limit_too_long_to_count_is_no_limit() {
         "\n"
     );
     // stdin stays open until the answer came: its end would kill the call in flight.
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
-        .args(["serve", "--files"])
-        .arg(files.path())
-        .args([
-            "--programs-path",
-            "/bin:/usr/bin",
-            "--timeout",
-            "99999999999999h",
-        ])
-        .args(["--output", "1KiB", "--program", "true", "--", "env"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve_piped_with(files.path(), "99999999999999h");
     use std::io::{BufRead, Write};
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input.as_bytes()).unwrap();
@@ -139,27 +110,53 @@ fn a_limit_too_long_to_count_is_no_limit() {
     assert!(child.wait().unwrap().success());
 }
 
-/// A `serve` with `env` as its sandbox prefix (it runs what follows `--`), piped.
-fn serve_piped(files: &std::path::Path, extra: &[&str]) -> std::process::Child {
+/// `serve` with `env` as its sandbox prefix (it runs what follows `--`), the programs `sleep`
+/// and `true`, a call time limit of `timeout`, stdin and stdout piped.
+fn serve_piped_with(files: &std::path::Path, timeout: &str) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
         .args(["serve", "--files"])
         .arg(files)
+        .args(["--programs-path", "/bin:/usr/bin", "--timeout", timeout])
         .args([
-            "--programs-path",
-            "/bin:/usr/bin",
-            "--timeout",
-            "30s",
             "--output",
             "1KiB",
+            "--program",
+            "sleep",
+            "--program",
+            "true",
         ])
-        .args(["--program", "sleep", "--program", "true"])
-        .args(extra)
         .args(["--", "env"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// [`serve_piped_with`] a 30 s time limit.
+fn serve_piped(files: &std::path::Path) -> std::process::Child {
+    serve_piped_with(files, "30s")
+}
+
+/// `serve` with these flags, which must refuse to start; its output.
+fn refused(args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
+        .arg("serve")
+        .args(args)
+        .args([
+            "--timeout",
+            "1s",
+            "--output",
+            "1KiB",
+            "--program",
+            "true",
+            "--",
+            "env",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    out
 }
 
 fn next_json(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> serde_json::Value {
@@ -170,7 +167,7 @@ fn next_json(lines: &mut impl Iterator<Item = std::io::Result<String>>) -> serde
 fn a_byte_order_mark_and_bad_notification_params_lose_nothing() {
     use std::io::{BufRead, BufReader, Write};
     let files = tempfile::tempdir().unwrap();
-    let mut serve = serve_piped(files.path(), &[]);
+    let mut serve = serve_piped(files.path());
     let mut stdin = serve.stdin.take().unwrap();
     stdin
         .write_all(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
@@ -197,7 +194,7 @@ fn a_byte_order_mark_and_bad_notification_params_lose_nothing() {
 fn an_id_in_flight_is_refused_for_any_request() {
     use std::io::{BufRead, BufReader, Write};
     let files = tempfile::tempdir().unwrap();
-    let mut serve = serve_piped(files.path(), &[]);
+    let mut serve = serve_piped(files.path());
     let mut stdin = serve.stdin.take().unwrap();
     let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
     writeln!(
@@ -236,7 +233,7 @@ fn an_id_in_flight_is_refused_for_any_request() {
 fn progress_only_increases_even_after_a_stall() {
     use std::io::{BufRead, BufReader, Write};
     let files = tempfile::tempdir().unwrap();
-    let mut serve = serve_piped(files.path(), &[]);
+    let mut serve = serve_piped(files.path());
     let pid = rustix::process::Pid::from_raw(serve.id() as i32).unwrap();
     let mut stdin = serve.stdin.take().unwrap();
     let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
@@ -268,7 +265,7 @@ fn progress_only_increases_even_after_a_stall() {
 fn a_client_that_does_not_read_cannot_grow_serve() {
     use std::io::{BufRead, BufReader, Write};
     let files = tempfile::tempdir().unwrap();
-    let mut serve = serve_piped(files.path(), &[]);
+    let mut serve = serve_piped(files.path());
     let pid = serve.id();
     let mut stdin = serve.stdin.take().unwrap();
     // Each small request is answered with the whole tool list: unread, the answers would
@@ -298,46 +295,12 @@ fn a_client_that_does_not_read_cannot_grow_serve() {
 
 #[test]
 fn a_refusal_stays_one_line_whatever_the_paths_hold() {
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
-        .args([
-            "serve",
-            "--files",
-            "/nonexistent/a\nb",
-            "--programs-path",
-            "/bin",
-        ])
-        .args([
-            "--timeout",
-            "1s",
-            "--output",
-            "1KiB",
-            "--program",
-            "true",
-            "--",
-            "env",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = refused(&["--files", "/nonexistent/a\nb", "--programs-path", "/bin"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("a\\nb"), "{stderr}");
 
-    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
-        .args(["serve", "--files", "/", "--programs-path", "bin:usr/bin"])
-        .args([
-            "--timeout",
-            "1s",
-            "--output",
-            "1KiB",
-            "--program",
-            "true",
-            "--",
-            "env",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = refused(&["--files", "/", "--programs-path", "bin:usr/bin"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no absolute folder"));
 }
 
@@ -345,7 +308,7 @@ fn a_refusal_stays_one_line_whatever_the_paths_hold() {
 fn closing_stdin_ends_serve_even_when_the_client_stopped_reading() {
     use std::io::Write;
     let files = tempfile::tempdir().unwrap();
-    let mut serve = serve_piped(files.path(), &[]);
+    let mut serve = serve_piped(files.path());
     let mut stdin = serve.stdin.take().unwrap();
     // Never read: the answers fill the pipe and the queue, and the reader of stdin waits.
     let _unread = serve.stdout.take().unwrap();
