@@ -1,28 +1,38 @@
 //! Link Run's runner, `lnk-link-run`: an MCP server over stdio that runs an agent's programs,
 //! each call in a sandbox of its own, under a time limit and with bounded output.
 //!
-//! Its parts: [`cli`] checks the flags into a [`config::Config`]; [`server`] reads requests
-//! and owns the calls in flight, answering through the one stdout [`writer`]; a `command`
-//! call is checked by [`tools`], [`program`] and [`workdir`], started by [`spawn`] and run
-//! to its end by [`call`], and its answer made by [`render`].
+//! Its parts, each depending only on those after it: `cli` checks the flags into a
+//! `config::Config`; `server` reads requests and answers the protocol's own methods through
+//! the one stdout `writer`; `dispatch` runs each tool call on a thread of its own, registered
+//! in `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
+//! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
+//! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
+//! `background` holds the tools of background runs. `ARCHITECTURE.md` maps the processes.
 
-pub mod background;
-pub mod call;
-pub mod capture;
-pub mod cli;
-pub mod config;
-mod foreground;
-pub mod group;
-pub mod lines;
-pub mod program;
-pub mod protocol;
-pub mod render;
-pub mod server;
-pub mod spawn;
-pub mod tools;
-pub mod watchdog;
-pub mod workdir;
-pub mod writer;
+mod answer;
+mod background;
+mod call;
+mod calls;
+mod capture;
+mod cli;
+mod config;
+mod context;
+mod dispatch;
+mod group;
+mod lines;
+mod program;
+mod progress;
+mod protocol;
+mod render;
+mod server;
+mod spawn;
+mod sync;
+mod tools;
+mod watchdog;
+mod workdir;
+mod writer;
+
+pub use calls::MAX_CALLS;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -88,7 +98,7 @@ fn serve(config: config::Config) -> anyhow::Result<()> {
         background::start_sweeps(background);
     }
     let watchdog = watchdog::Watchdog::start().context("starting the watchdog")?;
-    let server = server::Server::new(config, writer, watchdog);
+    let server = server::Server::new(context::Toolbox::new(config, Some(watchdog)), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())

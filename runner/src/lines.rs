@@ -9,7 +9,7 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Line {
     /// A line (without its newline) is in the buffer.
-    Line,
+    Whole,
     /// A line longer than the bound was skipped.
     TooLong,
     /// The input ended.
@@ -30,7 +30,7 @@ pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io
             return Ok(match (too_long, buf.is_empty()) {
                 (true, _) => Line::TooLong,
                 (false, true) => Line::End,
-                (false, false) => Line::Line, // a last line without its newline
+                (false, false) => Line::Whole, // a last line without its newline
             });
         }
         let (chunk, found) = match available.iter().position(|b| *b == b'\n') {
@@ -55,7 +55,7 @@ pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io
             if buf.last() == Some(&b'\r') {
                 buf.pop();
             }
-            return Ok(Line::Line);
+            return Ok(Line::Whole);
         }
     }
 }
@@ -69,13 +69,13 @@ mod tests {
         let input = b"one\r\ntwo-is-long\nthree";
         let mut reader = io::BufReader::with_capacity(4, &input[..]);
         let mut buf = Vec::new();
-        assert_eq!(read_line(&mut reader, &mut buf, 8).ok(), Some(Line::Line));
+        assert_eq!(read_line(&mut reader, &mut buf, 8).ok(), Some(Line::Whole));
         assert_eq!(buf, b"one");
         assert_eq!(
             read_line(&mut reader, &mut buf, 8).ok(),
             Some(Line::TooLong)
         );
-        assert_eq!(read_line(&mut reader, &mut buf, 8).ok(), Some(Line::Line));
+        assert_eq!(read_line(&mut reader, &mut buf, 8).ok(), Some(Line::Whole));
         assert_eq!(buf, b"three");
         assert_eq!(read_line(&mut reader, &mut buf, 8).ok(), Some(Line::End));
     }

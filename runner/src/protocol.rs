@@ -187,14 +187,61 @@ pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
     })
 }
 
-/// A result line for request `id`.
-pub fn result_message(id: &Value, result: Value) -> Value {
+/// A result line for request `id`, with what `era` asks every result to carry (2026-07-28:
+/// `resultType` and who answered).
+pub fn result_message(id: &Value, era: &Era, mut result: Value) -> Value {
+    if *era == Era::Modern
+        && let Some(object) = result.as_object_mut()
+    {
+        object.insert("resultType".into(), json!("complete"));
+        object.insert("_meta".into(), json!({META_SERVER_INFO: server_info()}));
+    }
     json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// Who answers: this server's name, title and version.
+pub fn server_info() -> Value {
+    json!({"name": "lnk-link-run", "title": "Link Run", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The longest piece of what a client sent that a message quotes back.
+const QUOTED_CHARS: usize = 64;
+
+/// What a client sent (a method, a tool name), cut short for a message: a 3 MiB name must
+/// not come back 3 MiB long.
+pub fn cut_short(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(QUOTED_CHARS).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_are_cut_short() {
+        assert_eq!(cut_short("tools/call"), "tools/call");
+        let long = "é".repeat(3 * 1024 * 1024);
+        let cut = cut_short(&long);
+        assert_eq!(cut.chars().count(), QUOTED_CHARS + 1);
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn modern_results_say_they_are_complete_and_who_answered() {
+        let line = result_message(&json!(3), &Era::Modern, json!({"tools": []}));
+        assert_eq!(line["result"]["resultType"], "complete");
+        assert_eq!(
+            line["result"]["_meta"][META_SERVER_INFO]["name"],
+            "lnk-link-run"
+        );
+        let old = result_message(&json!(3), &Era::Handshake("2025-06-18"), json!({}));
+        assert_eq!(old, json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    }
 
     #[test]
     fn negotiates_handshake_versions() {

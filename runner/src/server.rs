@@ -1,71 +1,58 @@
-//! `serve`: reads requests from stdin, answers through the one stdout writer, runs each tool
-//! call on a thread of its own, and shuts down in order on stdin's end or a signal.
+//! `serve`: reads requests from stdin, answers the protocol's own methods, hands each tool
+//! call to [`dispatch`](crate::dispatch), and shuts down in order on stdin's end or a signal.
 
-use std::collections::HashMap;
 use std::io::BufReader;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::calls::{CallRefused, Calls};
 use crate::config::Config;
+use crate::context::Toolbox;
+use crate::dispatch::{ToolCall, dispatch};
 use crate::lines::{self, Line};
 use crate::protocol::{self, Era, Incoming, RpcError};
-use crate::tools;
+use crate::sync::lock;
+use crate::tools::{self, Tool};
 use crate::writer::Writer;
-use crate::{background, call, foreground};
 
 /// How long shutdown waits for the calls it killed to be reaped.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for stdout to take what is queued.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
-/// The most tool calls one server runs at once; more are refused until some end, so a client
-/// cannot make the server start threads without bound.
-pub const MAX_CALLS: usize = 128;
 /// How long a client may cache the tool list and the discovery result.
 const CACHE_TTL_MS: u64 = 60_000;
 
-/// One `serve` process: its configuration, its writer and its calls in flight.
+/// One `serve` process: what its calls use, its calls in flight, and its writer.
 pub struct Server {
-    pub(crate) config: Config,
-    pub(crate) writer: Writer,
-    pub(crate) watchdog: crate::watchdog::Watchdog,
+    toolbox: Arc<Toolbox>,
+    calls: Arc<Calls>,
+    writer: Writer,
     /// The revision the `initialize` handshake chose, for requests without a modern envelope.
     handshake: Mutex<Option<&'static str>>,
-    in_flight: Mutex<HashMap<String, Arc<call::CallControl>>>,
-    /// Background runs whose lock was found free: finished for good (see `start`).
-    pub(crate) finished_runs: Mutex<std::collections::HashSet<lnk_common::id::RunId>>,
-    running: Mutex<usize>,
-    ended: Condvar,
-    shutting_down: AtomicBool,
 }
 
 impl Server {
-    /// A server that writes through `writer`.
-    pub fn new(config: Config, writer: Writer, watchdog: crate::watchdog::Watchdog) -> Arc<Self> {
+    /// A server whose calls use `toolbox` and whose answers go through `writer`.
+    pub fn new(toolbox: Toolbox, writer: Writer) -> Arc<Self> {
         Arc::new(Self {
-            config,
+            toolbox: Arc::new(toolbox),
+            calls: Calls::new(),
             writer,
-            watchdog,
             handshake: Mutex::new(None),
-            in_flight: Mutex::new(HashMap::new()),
-            finished_runs: Mutex::new(std::collections::HashSet::new()),
-            running: Mutex::new(0),
-            ended: Condvar::new(),
-            shutting_down: AtomicBool::new(false),
         })
     }
 
     /// Serves stdin until it ends, then shuts down.
-    pub fn serve_stdin(self: &Arc<Self>) {
+    pub fn serve_stdin(&self) {
         let stdin = std::io::stdin();
         let mut reader = BufReader::with_capacity(64 * 1024, stdin.lock());
         let mut buf = Vec::new();
         let mut first = true;
         loop {
             match lines::read_line(&mut reader, &mut buf, lines::MAX_LINE) {
-                Ok(Line::Line) => {
+                Ok(Line::Whole) => {
                     // A byte order mark some clients write before their first line.
                     let line = match buf.strip_prefix(b"\xEF\xBB\xBF") {
                         Some(rest) if first => rest,
@@ -94,26 +81,17 @@ impl Server {
 
     /// Kills the calls in flight and waits (boundedly) for them and for stdout.
     pub fn shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
         // Answers that find no room are dropped from now on, so no call thread waits on a
         // client that does not read.
         self.writer.close();
-        for control in lock(&self.in_flight).values() {
-            control.cancel();
+        let running = self.calls.shut_down(SHUTDOWN_WAIT);
+        if running > 0 {
+            tracing::warn!(calls = running, "calls still ending at shutdown");
         }
-        let running = lock(&self.running);
-        let (running, _) = self
-            .ended
-            .wait_timeout_while(running, SHUTDOWN_WAIT, |n| *n > 0)
-            .unwrap_or_else(PoisonError::into_inner);
-        if *running > 0 {
-            tracing::warn!(calls = *running, "calls still ending at shutdown");
-        }
-        drop(running);
         self.writer.flush(FLUSH_WAIT);
     }
 
-    fn handle_line(self: &Arc<Self>, line: &[u8]) {
+    fn handle_line(&self, line: &[u8]) {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
@@ -134,24 +112,22 @@ impl Server {
     fn handle_notification(&self, method: &str, params: &Map<String, Value>) {
         match method {
             "notifications/cancelled" => {
-                if let Some(id) = params.get("requestId")
-                    && let Some(control) = lock(&self.in_flight).get(&id_key(id))
-                {
-                    control.cancel();
+                if let Some(id) = params.get("requestId") {
+                    self.calls.cancel(id);
                 }
             }
             "notifications/initialized" => {}
-            other => tracing::debug!(method = other, "notification ignored"),
+            other => tracing::debug!(method = protocol::cut_short(other), "notification ignored"),
         }
     }
 
     fn handle_request(
-        self: &Arc<Self>,
+        &self,
         id: &Value,
         method: &str,
         params: Map<String, Value>,
     ) -> Result<(), RpcError> {
-        if lock(&self.in_flight).contains_key(&id_key(id)) {
+        if self.calls.is_in_flight(id) {
             return Err(RpcError::new(
                 id.clone(),
                 protocol::INVALID_REQUEST,
@@ -159,30 +135,34 @@ impl Server {
             ));
         }
         let era = self.era_of(id, method, &params)?;
+        let config = &self.toolbox.config;
         let result = match method {
             "initialize" => self.initialize(&params),
             "ping" if era != Era::Modern => json!({}),
-            "server/discover" => self.discover(),
+            "server/discover" => discover(),
             "tools/list" => {
-                let mut definitions = tools::definitions(&self.config, &era);
-                definitions.extend(background::definitions(&self.config, &era));
-                let mut result = json!({"tools": definitions});
+                let mut result = json!({"tools": tools::definitions(config, &era)});
                 if era == Era::Modern {
                     result["ttlMs"] = json!(CACHE_TTL_MS);
                     result["cacheScope"] = json!("private");
                 }
                 result
             }
-            "tools/call" => return self.tools_call(id, params, era),
+            "tools/call" => {
+                let call = tool_call(id, params, era, config)?;
+                dispatch(&self.toolbox, &self.calls, &self.writer, call);
+                return Ok(());
+            }
             _ => {
                 return Err(RpcError::new(
                     id.clone(),
                     protocol::METHOD_NOT_FOUND,
-                    format!("no method `{method}`"),
+                    format!("no method `{}`", protocol::cut_short(method)),
                 ));
             }
         };
-        self.answer(id, &era, result);
+        self.writer
+            .send(&protocol::result_message(id, &era, result));
         Ok(())
     }
 
@@ -203,21 +183,21 @@ impl Server {
             ));
         };
         if version.as_str() != Some(protocol::MODERN_VERSION) {
+            let shown = protocol::cut_short(&version.to_string());
             let mut err = RpcError::new(
                 id.clone(),
                 protocol::UNSUPPORTED_PROTOCOL_VERSION,
-                format!("protocol version {version} is not supported"),
+                format!("protocol version {shown} is not supported"),
             );
-            err.data = Some(json!({"supported": [protocol::MODERN_VERSION], "requested": version}));
+            err.data = Some(json!({"supported": [protocol::MODERN_VERSION], "requested": shown}));
             return Err(err);
         }
         if !meta.is_some_and(|m| {
             m.get(protocol::META_CLIENT_CAPABILITIES)
                 .is_some_and(Value::is_object)
         }) {
-            return Err(RpcError::new(
-                id.clone(),
-                protocol::INVALID_PARAMS,
+            return Err(invalid_params(
+                id,
                 format!(
                     "params._meta is missing {}",
                     protocol::META_CLIENT_CAPABILITIES
@@ -234,228 +214,57 @@ impl Server {
         json!({
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": false}},
-            "serverInfo": server_info(),
-            "instructions": instructions(),
+            "serverInfo": protocol::server_info(),
+            "instructions": INSTRUCTIONS,
         })
     }
+}
 
-    fn discover(&self) -> Value {
-        json!({
-            "supportedVersions": [protocol::MODERN_VERSION],
-            "capabilities": {"tools": {"listChanged": false}},
-            "instructions": instructions(),
-            "ttlMs": CACHE_TTL_MS,
-            "cacheScope": "private",
-        })
-    }
-
-    fn tools_call(
-        self: &Arc<Self>,
-        id: &Value,
-        mut params: Map<String, Value>,
-        era: Era,
-    ) -> Result<(), RpcError> {
-        let invalid =
-            |message: String| RpcError::new(id.clone(), protocol::INVALID_PARAMS, message);
-        let name = match params.get("name") {
-            Some(Value::String(name)) => name.clone(),
-            _ => return Err(invalid("tools/call needs `name`, a string".into())),
-        };
-        let arguments = match params.remove("arguments") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(arguments)) => arguments,
-            Some(_) => return Err(invalid("`arguments` must be an object".into())),
-        };
-        let progress = params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .filter(|t| t.is_string() || t.is_number())
-            .cloned();
-        let meta = match params.remove("_meta") {
-            Some(Value::Object(meta)) => Some(meta),
-            _ => None,
-        };
-        match name.as_str() {
-            tools::COMMAND => {
-                foreground::start(self, id.clone(), era, &arguments, progress);
-                Ok(())
-            }
-            name if self.config.background.is_some() && background::TOOLS.contains(&name) => {
-                self.background_call(id, name, arguments, meta, era)
-            }
-            other => {
-                let mut names = vec![tools::COMMAND];
-                if self.config.background.is_some() {
-                    names.extend(background::TOOLS);
-                }
-                Err(invalid(format!(
-                    "unknown tool `{other}`; this server's tools: {}",
-                    names.join(", ")
-                )))
-            }
+/// A `tools/call` request, read: its tool (one this server offers), arguments and `_meta`.
+fn tool_call(
+    id: &Value,
+    mut params: Map<String, Value>,
+    era: Era,
+    config: &Config,
+) -> Result<ToolCall, RpcError> {
+    let tool = match params.remove("name") {
+        Some(Value::String(name)) => {
+            Tool::parse(&name, config).map_err(|e| invalid_params(id, e))?
         }
-    }
-
-    /// Runs a background tool on a thread of its own (a start may wait for `start.lock`, a stop
-    /// for the run's end) and answers, unless the call was cancelled meanwhile.
-    fn background_call(
-        self: &Arc<Self>,
-        id: &Value,
-        name: &str,
-        arguments: Map<String, Value>,
-        meta: Option<Map<String, Value>>,
-        era: Era,
-    ) -> Result<(), RpcError> {
-        let control = match self.call_started(id) {
-            Ok(control) => control,
-            Err(CallRefused::DuplicateId) => {
-                return Err(RpcError::new(
-                    id.clone(),
-                    protocol::INVALID_REQUEST,
-                    CallRefused::DuplicateId.to_string(),
-                ));
-            }
-            Err(refused) => {
-                self.answer(id, &era, refusal_result(&refused.to_string()));
-                return Ok(());
-            }
-        };
-        let server = Arc::clone(self);
-        let thread_id = id.clone();
-        let name = name.to_owned();
-        let spawned = std::thread::Builder::new()
-            .name(format!("{name} {id}"))
-            .spawn(move || {
-                let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    background::call(&server, &name, &arguments, meta.as_ref(), &era)
-                }))
-                .unwrap_or_else(|_| {
-                    background::Answer::refusal(format!(
-                        "`{name}` failed inside the server (a bug; its log says where)"
-                    ))
-                });
-                let mut result = json!({
-                    "content": [{"type": "text", "text": answer.text}],
-                    "isError": answer.is_error,
-                });
-                if era.has_structured_output()
-                    && let Some(structured) = answer.structured
-                {
-                    result["structuredContent"] = structured;
-                }
-                server.forget(&thread_id);
-                if !control.is_cancelled() {
-                    server.answer(&thread_id, &era, result);
-                }
-                server.count_ended();
-            });
-        spawned.map(drop).map_err(|err| {
-            self.forget(id);
-            self.count_ended();
-            RpcError::new(
-                id.clone(),
-                protocol::INTERNAL_ERROR,
-                format!("no thread for the call: {err}"),
-            )
-        })
-    }
-
-    /// Sends a result, with what the revision asks every result to carry.
-    pub(crate) fn answer(&self, id: &Value, era: &Era, mut result: Value) {
-        if *era == Era::Modern
-            && let Some(object) = result.as_object_mut()
-        {
-            object.insert("resultType".into(), json!("complete"));
-            object.insert(
-                "_meta".into(),
-                json!({protocol::META_SERVER_INFO: server_info()}),
-            );
-        }
-        self.writer.send(&protocol::result_message(id, result));
-    }
-
-    /// Registers a call in flight, or says why it may not start. The count of running calls
-    /// goes up until [`Server::call_ended`].
-    pub(crate) fn call_started(&self, id: &Value) -> Result<Arc<call::CallControl>, CallRefused> {
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(CallRefused::ShuttingDown);
-        }
-        let control = call::CallControl::new().map_err(CallRefused::NoEventfd)?;
-        let control = Arc::new(control);
-        let mut in_flight = lock(&self.in_flight);
-        let key = id_key(id);
-        if in_flight.contains_key(&key) {
-            return Err(CallRefused::DuplicateId);
-        }
-        self.count_started()?;
-        in_flight.insert(key, control.clone());
-        Ok(control)
-    }
-
-    /// Counts a call that runs on a thread of its own, within [`MAX_CALLS`].
-    fn count_started(&self) -> Result<(), CallRefused> {
-        let mut running = lock(&self.running);
-        if *running >= MAX_CALLS {
-            return Err(CallRefused::TooMany);
-        }
-        *running += 1;
-        Ok(())
-    }
-
-    /// Forgets a call's id: it is no longer in flight (its answer may follow).
-    pub(crate) fn forget(&self, id: &Value) {
-        lock(&self.in_flight).remove(&id_key(id));
-    }
-
-    /// Counts a call's thread as ended.
-    pub(crate) fn count_ended(&self) {
-        let mut running = lock(&self.running);
-        *running = running.saturating_sub(1);
-        self.ended.notify_all();
-    }
+        _ => return Err(invalid_params(id, "tools/call needs `name`, a string")),
+    };
+    let arguments = match params.remove("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(arguments)) => arguments,
+        Some(_) => return Err(invalid_params(id, "`arguments` must be an object")),
+    };
+    let meta = match params.remove("_meta") {
+        Some(Value::Object(meta)) => Some(meta),
+        _ => None,
+    };
+    Ok(ToolCall {
+        id: id.clone(),
+        era,
+        tool,
+        arguments,
+        meta,
+    })
 }
 
-/// Why a call could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum CallRefused {
-    /// Shutdown has begun.
-    #[error("the server is shutting down")]
-    ShuttingDown,
-    /// Another request with this id is in flight.
-    #[error("a request with this id is already in flight")]
-    DuplicateId,
-    /// [`MAX_CALLS`] calls are running.
-    #[error(
-        "{MAX_CALLS} calls are running, the most this server runs at once; wait for some to end"
-    )]
-    TooMany,
-    /// No eventfd for the call's wake-ups.
-    #[error("the call could not be set up: {0}")]
-    NoEventfd(std::io::Error),
+fn invalid_params(id: &Value, message: impl Into<String>) -> RpcError {
+    RpcError::new(id.clone(), protocol::INVALID_PARAMS, message)
 }
 
-/// A request id as a map key: its JSON text, so `1` and `"1"` stay apart.
-fn id_key(id: &Value) -> String {
-    id.to_string()
+fn discover() -> Value {
+    json!({
+        "supportedVersions": [protocol::MODERN_VERSION],
+        "capabilities": {"tools": {"listChanged": false}},
+        "instructions": INSTRUCTIONS,
+        "ttlMs": CACHE_TTL_MS,
+        "cacheScope": "private",
+    })
 }
 
-fn server_info() -> Value {
-    json!({"name": "lnk-link-run", "title": "Link Run", "version": env!("CARGO_PKG_VERSION")})
-}
-
-fn instructions() -> &'static str {
-    "Link Run runs programs for you in a sandbox. Call `command` with a program from its list; \
-     its description gives the limits in force. With background runs, `start` runs a program \
-     that outlives the call; `list`, `read` and `stop` follow it."
-}
-
-/// A tool result that refuses the call with `text`.
-pub(crate) fn refusal_result(text: &str) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": true})
-}
-
-/// Locks a mutex; a panic elsewhere while it was held leaves data that is still consistent
-/// here (plain maps and counters), so the lock is taken anyway.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+const INSTRUCTIONS: &str = "Link Run runs programs for you in a sandbox. Call `command` with a \
+     program from its list; its description gives the limits in force. With background runs, \
+     `start` runs a program that outlives the call; `list`, `read` and `stop` follow it.";

@@ -61,7 +61,7 @@ impl Watchdog {
     }
 
     fn tell(&self, line: &str) {
-        let mut pipe = crate::server::lock(&self.pipe);
+        let mut pipe = crate::sync::lock(&self.pipe);
         if let Some(file) = pipe.as_mut() {
             // One short line is one atomic write on a pipe (under PIPE_BUF).
             if let Err(err) = file.write_all(line.as_bytes()) {

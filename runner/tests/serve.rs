@@ -68,7 +68,7 @@ fn refuses_calls_beyond_the_most_it_runs_at_once() {
     let files = tempfile::tempdir().unwrap();
     let mut serve = serve_piped(files.path());
     let mut stdin = serve.stdin.take().unwrap();
-    let total = lnk_link_run::server::MAX_CALLS + 2;
+    let total = lnk_link_run::MAX_CALLS + 2;
     for id in 0..total {
         writeln!(
             stdin,

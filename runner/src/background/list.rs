@@ -6,7 +6,8 @@ use lnk_common::safe_open::FilesDir;
 use lnk_common::summary::RunSummary;
 use serde_json::{Map, Value, json};
 
-use super::{Answer, only};
+use super::args::only;
+use crate::answer::ToolAnswer as Answer;
 use crate::config::Background;
 
 /// The `list` tool.

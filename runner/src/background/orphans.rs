@@ -43,7 +43,7 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
         runs = orphans.len(),
         "runs whose supervisor is gone; sweeping"
     );
-    super::start_sweep(background);
+    super::sweeps::start_sweep(background);
     let start = Instant::now();
     let mut waiting = orphans;
     while !waiting.is_empty() && start.elapsed() < SWEEP_WAIT {

@@ -12,7 +12,8 @@ use lnk_common::record::{FileId, Record};
 use lnk_common::safe_open::FilesDir;
 use serde_json::{Map, Value, json};
 
-use super::{Answer, count, only, run_id};
+use super::args::{count, only, run_id};
+use crate::answer::ToolAnswer as Answer;
 use crate::config::{Background, Config};
 use crate::protocol::Era;
 

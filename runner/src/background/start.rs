@@ -15,9 +15,10 @@ use lnk_common::status::Status;
 use lnk_common::time::{UnixMs, duration_to_ms};
 use serde_json::{Map, Value, json};
 
-use super::{Answer, detached};
-use crate::config::Background;
-use crate::server::Server;
+use super::detached;
+use crate::answer::ToolAnswer as Answer;
+use crate::config::{Background, Config};
+use crate::context::ToolContext;
 use crate::{program, tools, workdir};
 
 /// `_meta` key: the conversation a run tells when it ends.
@@ -27,15 +28,21 @@ pub const META_HOPS: &str = "link.local/hops";
 /// How long a start waits for `start.lock` (held only while another start counts and writes).
 const START_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Background runs whose lock a `start` found free: finished for good, since a supervisor
+/// never takes its lock again, so their locks are not tried again (a state folder keeps
+/// ended runs for their keep, possibly thousands).
+#[derive(Debug, Default)]
+pub struct FinishedRuns(Mutex<HashSet<RunId>>);
+
 /// The `start` tool.
 pub fn start(
-    server: &Server,
+    ctx: &ToolContext<'_>,
     background: &Background,
     arguments: &Map<String, Value>,
     meta: Option<&Map<String, Value>>,
 ) -> Answer {
-    match prepare(server, background, arguments, meta)
-        .and_then(|launch| launch_run(server, background, launch))
+    match prepare(ctx.config, background, arguments, meta)
+        .and_then(|launch| launch_run(ctx.finished_runs, background, launch))
     {
         Ok(answer) | Err(answer) => answer,
     }
@@ -43,12 +50,11 @@ pub fn start(
 
 /// Checks the call and builds what the run will be.
 fn prepare(
-    server: &Server,
+    config: &Config,
     background: &Background,
     arguments: &Map<String, Value>,
     meta: Option<&Map<String, Value>>,
 ) -> Result<Launch, Answer> {
-    let config = &server.config;
     if arguments.contains_key("input") {
         return Err(Answer::refusal(
             "`start` takes no `input`: a background run's stdin is empty; use `command` for input",
@@ -130,7 +136,11 @@ fn prepare(
 }
 
 /// Counts, creates and hands over, under `start.lock`.
-fn launch_run(server: &Server, background: &Background, launch: Launch) -> Result<Answer, Answer> {
+fn launch_run(
+    finished: &FinishedRuns,
+    background: &Background,
+    launch: Launch,
+) -> Result<Answer, Answer> {
     let state = StateDir::new(&background.state);
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         tracing::error!("{what}: {err}");
@@ -146,8 +156,8 @@ fn launch_run(server: &Server, background: &Background, launch: Launch) -> Resul
     })?;
     let _start_lock = StartLock::take_within(&state, START_LOCK_WAIT)
         .map_err(|e| failed("taking start.lock", &e))?;
-    let running = count_running(&state, &server.finished_runs)
-        .map_err(|e| failed("counting the running runs", &e))?;
+    let running =
+        count_running(&state, finished).map_err(|e| failed("counting the running runs", &e))?;
     if running >= u64::from(background.max_running) {
         return Err(Answer::refusal(format!(
             "{running} background runs are running and the limit is {}; stop one (`list`, \
@@ -216,10 +226,10 @@ fn launch_run(server: &Server, background: &Background, launch: Launch) -> Resul
 /// keep, possibly thousands).
 fn count_running(
     state: &StateDir,
-    finished: &Mutex<HashSet<RunId>>,
+    finished: &FinishedRuns,
 ) -> Result<u64, lnk_common::error::Error> {
     let listing = state.list()?;
-    let mut finished = crate::server::lock(finished);
+    let mut finished = crate::sync::lock(&finished.0);
     finished.retain(|id| listing.runs.contains_key(id));
     let mut running = 0;
     for id in listing.runs.keys() {
@@ -235,4 +245,145 @@ fn count_running(
         }
     }
     Ok(running)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::WayIn;
+
+    fn files_folder() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary folder: {e}"));
+        let canonical = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        (dir, canonical)
+    }
+
+    fn config(files: PathBuf) -> Config {
+        Config {
+            files,
+            programs_path: "/usr/bin:/bin".into(),
+            timeout: Duration::from_secs(7),
+            output: 64,
+            programs: vec!["sleep".into()],
+            vars: Vec::new(),
+            background: None,
+            sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+        }
+    }
+
+    fn background(way_in: Option<WayIn>) -> Background {
+        Background {
+            state: PathBuf::from("/nonexistent/state"),
+            max_running: 2,
+            timeout: Duration::from_secs(60),
+            output: 1024,
+            keep: Duration::from_secs(3600),
+            hops: 3,
+            way_in,
+            supervise: PathBuf::from("/nonexistent/lnk-link-supervise"),
+        }
+    }
+
+    fn way_in() -> WayIn {
+        WayIn {
+            socket: PathBuf::from("/run/lnk/way-in.sock"),
+            agent: "ada".into(),
+            keyring: PathBuf::from("/home/ada/.config/lnk/keyring"),
+        }
+    }
+
+    fn map(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_start_records_what_the_run_will_be() {
+        let (_dir, files) = files_folder();
+        let config = config(files.clone());
+        let meta = map(json!({META_THREAD: "th-1", META_HOPS: 2}));
+        let launch = prepare(
+            &config,
+            &background(Some(way_in())),
+            &map(json!({"program": "sleep", "args": ["5"]})),
+            Some(&meta),
+        )
+        .unwrap_or_else(|answer| panic!("{}", answer.text));
+        assert_eq!(launch.files, files);
+        assert_eq!(launch.sandbox, ["/usr/bin/bwrap", "--unshare-all"]);
+        assert_eq!(launch.program.name, "sleep");
+        assert_eq!(launch.program.args, ["5"]);
+        assert_eq!(launch.program.cwd, files);
+        assert_eq!(launch.thread, "th-1");
+        assert_eq!(launch.hops, 2);
+        assert_eq!(launch.limits.timeout_ms, 60_000);
+        assert_eq!(launch.limits.output_cap_bytes, 1024);
+        let tell_to = launch
+            .tell_to
+            .unwrap_or_else(|| panic!("a way in was given"));
+        assert_eq!(tell_to.agent.as_str(), "ada");
+    }
+
+    #[test]
+    fn with_a_way_in_a_start_without_a_conversation_is_refused() {
+        let (_dir, files) = files_folder();
+        let config = config(files);
+        for meta in [None, Some(map(json!({META_THREAD: ""})))] {
+            let refused = prepare(
+                &config,
+                &background(Some(way_in())),
+                &map(json!({"program": "sleep"})),
+                meta.as_ref(),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("a way in needs a conversation"));
+            assert!(
+                refused.is_error && refused.text.contains(META_THREAD),
+                "{}",
+                refused.text
+            );
+        }
+    }
+
+    #[test]
+    fn too_many_hops_input_and_bad_meta_are_refused() {
+        let (_dir, files) = files_folder();
+        let config = config(files);
+        let cases = [
+            (
+                json!({"program": "sleep"}),
+                json!({META_THREAD: "t", META_HOPS: 3}),
+                "hops",
+            ),
+            (
+                json!({"program": "sleep", "input": "x"}),
+                json!({}),
+                "input",
+            ),
+            (
+                json!({"program": "sleep"}),
+                json!({META_THREAD: "t", META_HOPS: -1}),
+                META_HOPS,
+            ),
+            (json!({"program": "cat"}), json!({}), "sleep"),
+        ];
+        for (arguments, meta, says) in cases {
+            let refused = prepare(
+                &config,
+                &background(None),
+                &map(arguments),
+                Some(&map(meta)),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("refused"));
+            assert!(refused.text.contains(says), "{}", refused.text);
+        }
+    }
 }

@@ -6,7 +6,9 @@ use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use serde_json::{Map, Value};
 
-use super::{Answer, list::live_summary, only, run_id};
+use super::args::{only, run_id};
+use super::list::live_summary;
+use crate::answer::ToolAnswer as Answer;
 use crate::config::Background;
 
 /// How long `stop` waits for the end to be recorded.

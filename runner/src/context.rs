@@ -1,0 +1,68 @@
+//! What a tool call may use: the server's settings, its background state, the watchdog, the
+//! call's own cancellation and progress — and nothing of the server that reads and answers
+//! requests, so that a tool can be run (and tested) without one.
+
+use std::time::Duration;
+
+use crate::background::FinishedRuns;
+use crate::call::CallControl;
+use crate::config::Config;
+use crate::protocol::Era;
+use crate::watchdog::Watchdog;
+
+/// What every call of one `serve` shares.
+pub struct Toolbox {
+    /// The checked flags.
+    pub config: Config,
+    /// The watchdog that kills calls' groups should `serve` die.
+    pub watchdog: Option<Watchdog>,
+    /// Background runs a `start` found finished for good.
+    pub finished_runs: FinishedRuns,
+}
+
+impl Toolbox {
+    /// The toolbox of a server started with `config`.
+    pub fn new(config: Config, watchdog: Option<Watchdog>) -> Self {
+        Self {
+            config,
+            watchdog,
+            finished_runs: FinishedRuns::default(),
+        }
+    }
+}
+
+/// One call's view of the server.
+pub struct ToolContext<'a> {
+    /// The checked flags.
+    pub config: &'a Config,
+    /// Background runs a `start` found finished for good.
+    pub finished_runs: &'a FinishedRuns,
+    /// The watchdog, when there is one.
+    pub watchdog: Option<&'a Watchdog>,
+    /// The revision the call is served at.
+    pub era: &'a Era,
+    /// The call's cancellation.
+    pub control: &'a CallControl,
+    /// Hears the elapsed time and the bytes seen, about once a second, when the call asked
+    /// for progress.
+    pub progress: Option<&'a mut dyn FnMut(Duration, u64)>,
+}
+
+impl<'a> ToolContext<'a> {
+    /// A call's context from the server's toolbox.
+    pub fn new(
+        toolbox: &'a Toolbox,
+        era: &'a Era,
+        control: &'a CallControl,
+        progress: Option<&'a mut dyn FnMut(Duration, u64)>,
+    ) -> Self {
+        Self {
+            config: &toolbox.config,
+            finished_runs: &toolbox.finished_runs,
+            watchdog: toolbox.watchdog.as_ref(),
+            era,
+            control,
+            progress,
+        }
+    }
+}

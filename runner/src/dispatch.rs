@@ -1,0 +1,107 @@
+//! The one way a tool call runs: registered in flight, run on a thread of its own (a panic is
+//! the call's refusal, not the server's end), its id freed, answered unless it was cancelled,
+//! and its place given back — in that order, for every tool.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::answer::ToolAnswer;
+use crate::calls::{CallRefused, Calls, InFlight};
+use crate::context::{ToolContext, Toolbox};
+use crate::progress::ProgressSink;
+use crate::protocol::{self, Era, RpcError};
+use crate::tools::Tool;
+use crate::writer::Writer;
+
+/// A `tools/call` request, read.
+pub struct ToolCall {
+    /// The request's id.
+    pub id: Value,
+    /// The revision it is served at.
+    pub era: Era,
+    /// The tool.
+    pub tool: Tool,
+    /// Its arguments.
+    pub arguments: Map<String, Value>,
+    /// Its `_meta` (the progress token, the conversation, the hops).
+    pub meta: Option<Map<String, Value>>,
+}
+
+/// Starts `call` on a thread of its own, which answers it. A call that may not start is
+/// answered here: a refusal, or an error for an id already in flight.
+pub fn dispatch(toolbox: &Arc<Toolbox>, calls: &Arc<Calls>, writer: &Writer, call: ToolCall) {
+    let in_flight = match calls.begin(&call.id) {
+        Ok(in_flight) => in_flight,
+        Err(refused @ CallRefused::DuplicateId) => {
+            let error = RpcError::new(call.id, protocol::INVALID_REQUEST, refused.to_string());
+            return writer.send(&error.to_message());
+        }
+        Err(refused) => {
+            let result = ToolAnswer::refusal(refused.to_string()).into_result(&call.era);
+            return writer.send(&protocol::result_message(&call.id, &call.era, result));
+        }
+    };
+    let id = call.id.clone();
+    let thread_toolbox = Arc::clone(toolbox);
+    let thread_writer = writer.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!(
+            "{} {}",
+            call.tool.name(),
+            protocol::cut_short(&call.id.to_string())
+        ))
+        .spawn(move || run(&thread_toolbox, &thread_writer, call, in_flight));
+    if let Err(err) = spawned {
+        // The thread's closure, and the call's place with it, was dropped: the id is free.
+        let error = RpcError::new(
+            id,
+            protocol::INTERNAL_ERROR,
+            format!("no thread for the call: {err}"),
+        );
+        writer.send(&error.to_message());
+    }
+}
+
+/// Runs the call to its end on this thread and answers it, unless it was cancelled.
+fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) {
+    let ToolCall {
+        id,
+        era,
+        tool,
+        arguments,
+        meta,
+    } = call;
+    let token = meta
+        .as_ref()
+        .and_then(|meta| meta.get("progressToken"))
+        .filter(|token| token.is_string() || token.is_number())
+        .cloned();
+    let mut sink = token.map(|token| ProgressSink::new(writer.clone(), token, &era));
+    let mut report;
+    let progress: Option<&mut dyn FnMut(Duration, u64)> = match sink.as_mut() {
+        Some(sink) => {
+            report = |elapsed, bytes| sink.report(elapsed, bytes);
+            Some(&mut report)
+        }
+        None => None,
+    };
+    let answer = catch_unwind(AssertUnwindSafe(|| {
+        let mut ctx = ToolContext::new(toolbox, &era, in_flight.control(), progress);
+        tool.run(&mut ctx, &arguments, meta.as_ref())
+    }))
+    .unwrap_or_else(|_| {
+        Some(ToolAnswer::refusal(format!(
+            "`{}` failed inside the server (a bug; its log says where)",
+            tool.name()
+        )))
+    });
+    in_flight.finish(|| {
+        if let Some(answer) = answer {
+            let result = answer.into_result(&era);
+            writer.send(&protocol::result_message(&id, &era, result));
+        }
+    });
+}

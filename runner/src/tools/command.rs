@@ -1,0 +1,141 @@
+//! The `command` tool: checks a call, runs it to its end, and answers how it ended and what it
+//! wrote.
+
+use serde_json::{Map, Value};
+
+use crate::answer::ToolAnswer;
+use crate::call::{self, CallSpec, Ended};
+use crate::config::Config;
+use crate::context::ToolContext;
+use crate::{program, render, spawn, workdir};
+
+/// Runs a `command` call on the calling thread; `None` when it was cancelled.
+pub fn run(ctx: &mut ToolContext<'_>, arguments: &Map<String, Value>) -> Option<ToolAnswer> {
+    let spec = match prepare(ctx.config, arguments) {
+        Ok(spec) => spec,
+        Err(message) => return Some(ToolAnswer::refusal(message)),
+    };
+    let timeout = spec.timeout;
+    let ended = call::run(spec, ctx.control, ctx.watchdog, ctx.progress.take());
+    match ended {
+        Ok(Ended::Cancelled) => {
+            tracing::debug!("call cancelled; no answer is sent");
+            None
+        }
+        Ok(Ended::Finished(outcome)) => Some(ToolAnswer {
+            text: render::text(&outcome, timeout),
+            structured: Some(render::structured(&outcome)),
+            is_error: false,
+        }),
+        Err(err) if err.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) => {
+            Some(ToolAnswer::refusal(format!(
+                "the arguments are too long for one command line ({err}); pass less, or write \
+                 it to a file in the files folder and pass its name"
+            )))
+        }
+        Err(err) => Some(ToolAnswer::refusal(format!(
+            "the sandbox could not be started ({err}); this is the server's setup, not the \
+             call: tell the person who runs this server"
+        ))),
+    }
+}
+
+/// Turns the arguments into what to run, or a refusal that says what to do instead.
+pub fn prepare(config: &Config, arguments: &Map<String, Value>) -> Result<CallSpec, String> {
+    let args = super::command_args(arguments)?;
+    let program = program::resolve(&args.program, &config.programs, &config.programs_path)
+        .map_err(|e| e.to_string())?;
+    let cwd = workdir::open(&config.files, &args.dir).map_err(|e| e.to_string())?;
+    Ok(CallSpec {
+        argv: spawn::call_argv(&config.sandbox, &config.vars, &program, &args.args),
+        cwd,
+        input: args.input.map(String::into_bytes),
+        timeout: config.timeout,
+        output: config.output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A configuration as `serve` would check it, for a files folder `files`.
+    fn config(files: PathBuf) -> Config {
+        Config {
+            files,
+            programs_path: "/usr/bin:/bin".into(),
+            timeout: Duration::from_secs(7),
+            output: 64,
+            programs: vec!["true".into(), "echo".into()],
+            vars: vec![("DISPLAY".into(), ":1".into())],
+            background: None,
+            sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+        }
+    }
+
+    fn arguments(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    fn files_folder() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary folder: {e}"));
+        let canonical = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        (dir, canonical)
+    }
+
+    #[test]
+    fn a_call_runs_its_program_under_the_sandbox_in_its_folder_with_its_limits() {
+        let (_dir, files) = files_folder();
+        std::fs::create_dir(files.join("src")).unwrap_or_else(|e| panic!("{e}"));
+        let config = config(files.clone());
+        let args =
+            arguments(json!({"program": "echo", "args": ["a b"], "dir": "src", "input": "x"}));
+        let spec = prepare(&config, &args).unwrap_or_else(|e| panic!("{e}"));
+        let echo = program::find_on_path("echo", &config.programs_path)
+            .unwrap_or_else(|| panic!("echo is on /usr/bin:/bin"));
+        let expected: Vec<OsString> = vec![
+            "/usr/bin/bwrap".into(),
+            "--unshare-all".into(),
+            "--".into(),
+            "/usr/bin/env".into(),
+            "DISPLAY=:1".into(),
+            echo.into_os_string(),
+            "a b".into(),
+        ];
+        assert_eq!(spec.argv, expected);
+        assert_eq!(spec.cwd.path, files.join("src"));
+        assert_eq!(spec.input.as_deref(), Some(&b"x"[..]));
+        assert_eq!(spec.timeout, Duration::from_secs(7));
+        assert_eq!(spec.output, 64);
+    }
+
+    #[test]
+    fn a_program_off_the_list_or_a_folder_outside_is_refused_with_what_to_do() {
+        let (_dir, files) = files_folder();
+        let config = config(files);
+        let refused = prepare(&config, &arguments(json!({"program": "sh"})))
+            .err()
+            .unwrap_or_else(|| panic!("sh is not on the list"));
+        assert!(
+            refused.contains("true") && refused.contains("echo"),
+            "{refused}"
+        );
+        let outside = prepare(&config, &arguments(json!({"program": "true", "dir": ".."})))
+            .err()
+            .unwrap_or_else(|| panic!(".. leads outside"));
+        assert!(outside.contains(".."), "{outside}");
+        let typo = prepare(&config, &arguments(json!({"program": "true", "cwd": "."})))
+            .err()
+            .unwrap_or_else(|| panic!("cwd is not an argument"));
+        assert!(typo.contains("cwd"), "{typo}");
+    }
+}

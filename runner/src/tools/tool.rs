@@ -1,0 +1,92 @@
+//! The tools by name, parsed once per call, and what each runs.
+
+use serde_json::{Map, Value};
+
+use crate::answer::ToolAnswer;
+use crate::background;
+use crate::config::Config;
+use crate::context::ToolContext;
+
+/// A tool of this server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `command`: run a program in the foreground.
+    Command,
+    /// `start`: start a background run.
+    Start,
+    /// `list`: list the background runs.
+    List,
+    /// `read`: read a background run's output.
+    Read,
+    /// `stop`: stop a background run.
+    Stop,
+}
+
+impl Tool {
+    /// The tools that need background runs (`--state`).
+    pub const BACKGROUND: [Tool; 4] = [Tool::Start, Tool::List, Tool::Read, Tool::Stop];
+
+    /// Its name in `tools/list` and `tools/call`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Command => "command",
+            Tool::Start => "start",
+            Tool::List => "list",
+            Tool::Read => "read",
+            Tool::Stop => "stop",
+        }
+    }
+
+    /// The tools a server started with `config` offers.
+    pub fn offered(config: &Config) -> Vec<Tool> {
+        let mut tools = vec![Tool::Command];
+        if config.background.is_some() {
+            tools.extend(Tool::BACKGROUND);
+        }
+        tools
+    }
+
+    /// The tool called `name`, if this server offers it; else a message that names the
+    /// tools it has.
+    pub fn parse(name: &str, config: &Config) -> Result<Tool, String> {
+        let offered = Tool::offered(config);
+        offered
+            .iter()
+            .copied()
+            .find(|tool| tool.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = offered.iter().map(|tool| tool.name()).collect();
+                format!(
+                    "unknown tool `{}`; this server's tools: {}",
+                    crate::protocol::cut_short(name),
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// Runs the tool on the calling thread. `None` when the call was cancelled: nothing is
+    /// answered then.
+    pub fn run(
+        self,
+        ctx: &mut ToolContext<'_>,
+        arguments: &Map<String, Value>,
+        meta: Option<&Map<String, Value>>,
+    ) -> Option<ToolAnswer> {
+        let config = ctx.config;
+        match (self, config.background.as_ref()) {
+            (Tool::Command, _) => super::command::run(ctx, arguments),
+            (_, None) => Some(ToolAnswer::refusal(format!(
+                "`{}` needs background runs, which this server was started without (--state)",
+                self.name()
+            ))),
+            (Tool::Start, Some(settings)) => {
+                Some(background::start(ctx, settings, arguments, meta))
+            }
+            (Tool::List, Some(settings)) => Some(background::list(settings, arguments)),
+            (Tool::Read, Some(settings)) => {
+                Some(background::read(config, settings, arguments, ctx.era))
+            }
+            (Tool::Stop, Some(settings)) => Some(background::stop(settings, arguments)),
+        }
+    }
+}
