@@ -51,3 +51,6 @@ mod sweeps;
 /// Told once; the way in down, then up; an error answer; keygen.
 #[path = "telling/told.rs"]
 mod told;
+/// A state folder, record, lock, stop request or way in that is not the user's alone.
+#[path = "telling/trust.rs"]
+mod trust;

@@ -173,6 +173,34 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// A file or folder of the state folder that belongs to another user: it is not believed.
+    #[error(
+        "refusing {}: it belongs to uid {owner}, not to uid {user} (the user Link Run runs as); \
+         another user could have planted it",
+        path.display()
+    )]
+    Foreign {
+        /// The path.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The user Link Run runs as (effective uid).
+        user: u32,
+    },
+
+    /// A state folder that group or others may write.
+    #[error(
+        "refusing state folder {}: its mode {mode:04o} lets other users write it, so they could \
+         plant records; chmod 700 it",
+        path.display()
+    )]
+    OpenToOthers {
+        /// The folder.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+
     /// A file we would write has other hard links, so writing it could change a file elsewhere.
     #[error("refusing {}: it has {links} hard links", path.display())]
     HardLinked {

@@ -26,8 +26,12 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
 use crate::error::{Error, Op};
 use crate::id::{RunId, random_token};
+use crate::trust;
 
 /// The state folder's start lock.
 pub const START_LOCK: &str = "start.lock";
@@ -71,13 +75,27 @@ impl StateDir {
         StateDir { path: path.into() }
     }
 
-    /// Creates the folder (and its parents) if missing; a new state folder gets mode 0700.
+    /// Creates the folder (and its parents) if missing — a new state folder gets mode 0700 —
+    /// then checks it as [`trust::check_state_folder`] does: a folder of another user's, or
+    /// one others may write, is refused.
     pub fn create(&self) -> Result<(), Error> {
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.path)
-            .map_err(|e| Error::io(Op::MakeDir, &self.path, e))
+            .map_err(|e| Error::io(Op::MakeDir, &self.path, e))?;
+        trust::check_state_folder(&self.path)
+    }
+
+    /// Names an existing state folder after resolving its path once (so a link swapped in
+    /// later cannot move it) and checking it ([`trust::check_state_folder`]). A missing folder
+    /// is an error for which [`Error::is_not_found`] holds.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| Error::io(Op::Open, path, e))?;
+        trust::check_state_folder(&canonical)?;
+        Ok(StateDir { path: canonical })
     }
 
     /// The folder's path.
@@ -127,13 +145,12 @@ impl StateDir {
             .append(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
             .open(path)
             .map_err(|e| Error::io(Op::Open, path, e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(Op::Stat, path, e))?
-            .len();
+        let stat = rustix::fs::fstat(&file).map_err(|e| Error::io(Op::Stat, path, e))?;
+        trust::check_owned_regular(&stat, path)?;
+        let len = u64::try_from(stat.st_size).unwrap_or(0);
         if len > LOG_LIMIT {
             file.set_len(0).map_err(|e| Error::io(Op::Write, path, e))?;
         }
@@ -145,25 +162,65 @@ impl StateDir {
         Ok(self.path.join(temp_name()?))
     }
 
-    /// Asks run `id` to stop by creating `<id>.stop` (already present is fine).
+    /// Asks run `id` to stop by creating `<id>.stop` (already present is fine), never
+    /// through a link: a link, or anything but a regular file of the user's, in its place is
+    /// removed first (it is damaged, and means nothing). Then `<id>.lock` is opened for writing
+    /// and closed, so a supervisor that watches its own lock file (inotify `IN_CLOSE_WRITE`;
+    /// nobody else ever opens a lock for writing) learns of the request without polling.
     pub fn request_stop(&self, id: &RunId) -> Result<(), Error> {
         let path = self.stop(id);
-        fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map(drop)
-            .map_err(|e| Error::io(Op::Create, path, e))
+        let create = || {
+            rustix::fs::open(
+                &path,
+                OFlags::WRONLY
+                    | OFlags::CREATE
+                    | OFlags::NOFOLLOW
+                    | OFlags::NONBLOCK
+                    | OFlags::CLOEXEC
+                    | OFlags::NOCTTY,
+                Mode::from_raw_mode(0o600),
+            )
+        };
+        let fd = match create() {
+            Ok(fd) => Some(fd),
+            // A link (ELOOP), a folder, a FIFO or socket without a reader: not a request.
+            Err(Errno::LOOP | Errno::ISDIR | Errno::NXIO | Errno::OPNOTSUPP) => None,
+            Err(e) => return Err(Error::io(Op::Create, &path, e)),
+        };
+        let trusted = match &fd {
+            Some(fd) => {
+                let stat = rustix::fs::fstat(fd).map_err(|e| Error::io(Op::Stat, &path, e))?;
+                trust::check_owned_regular(&stat, &path).is_ok()
+            }
+            None => false,
+        };
+        drop(fd);
+        if !trusted {
+            remove_damaged(&path)?;
+            create().map_err(|e| Error::io(Op::Create, &path, e))?;
+        }
+        self.nudge(id);
+        Ok(())
     }
 
-    /// Whether `<id>.stop` exists.
+    /// Opens `<id>.lock` for writing and closes it, writing nothing: the event a supervisor
+    /// waits for. A missing or foreign lock file is left alone (best effort: the stop file
+    /// is the request, this only wakes).
+    fn nudge(&self, id: &RunId) {
+        let path = self.lock(id);
+        let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        drop(rustix::fs::open(&path, flags, Mode::empty()));
+    }
+
+    /// Whether run `id` is asked to stop: `<id>.stop` exists as a regular file of the user's
+    /// (looked at without following a link). Anything else under that name is damaged and
+    /// does not count (a [`request_stop`](Self::request_stop) replaces it; removing the run
+    /// removes it).
     pub fn stop_requested(&self, id: &RunId) -> Result<bool, Error> {
         let path = self.stop(id);
-        match fs::symlink_metadata(&path) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        match rustix::fs::lstat(&path) {
+            Ok(stat) => Ok(trust::check_owned_regular(&stat, &path).is_ok()),
+            Err(Errno::NOENT) => Ok(false),
             Err(e) => Err(Error::io(Op::Stat, path, e)),
         }
     }
@@ -287,6 +344,21 @@ pub fn output_file_name(id: &RunId) -> String {
 /// `background/<id>.out`, the output file relative to the files folder (what `start` answers).
 pub fn output_relative_path(id: &RunId) -> PathBuf {
     Path::new(BACKGROUND_DIR).join(output_file_name(id))
+}
+
+/// Removes a damaged name (never following it): a file, a link, or an empty folder.
+fn remove_damaged(path: &Path) -> Result<(), Error> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e)
+            if e.kind() == ErrorKind::IsADirectory
+                || e.raw_os_error() == Some(Errno::ISDIR.raw_os_error()) =>
+        {
+            fs::remove_dir(path).map_err(|e| Error::io(Op::Remove, path, e))
+        }
+        Err(e) => Err(Error::io(Op::Remove, path, e)),
+    }
 }
 
 /// A fresh temporary name, `.tmp-<random>`.

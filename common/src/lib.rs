@@ -141,6 +141,7 @@ pub mod safe_open;
 pub mod status;
 pub mod summary;
 pub mod time;
+pub mod trust;
 pub mod vars;
 pub mod write;
 

@@ -274,7 +274,8 @@ fn open_start_lock(path: &Path) -> Result<File, Error> {
 }
 
 /// Opens with `O_CLOEXEC|O_NOFOLLOW` added, mode 0600 if created, and checks for a regular
-/// file: opened `O_NONBLOCK`, so a FIFO in a lock's place is refused instead of hanging.
+/// file of the user's ([`crate::trust`]): opened `O_NONBLOCK`, so a FIFO in a lock's place is
+/// refused instead of hanging.
 fn open_file(path: &Path, flags: OFlags, op: Op) -> Result<File, Error> {
     let fd = rustix::fs::open(
         path,
@@ -283,13 +284,8 @@ fn open_file(path: &Path, flags: OFlags, op: Op) -> Result<File, Error> {
     )
     .map_err(|e| Error::io(op, path, e))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
-    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
-    if kind != rustix::fs::FileType::RegularFile {
-        return Err(Error::NotRegularFile {
-            path: path.to_owned(),
-            kind: crate::error::FileKind::from_file_type(kind),
-        });
-    }
+    // A lock of another user's would let them keep a dead run looking alive, or free.
+    crate::trust::check_owned_regular(&stat, path)?;
     Ok(File::from(fd))
 }
 

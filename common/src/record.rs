@@ -320,22 +320,18 @@ impl Record {
     }
 }
 
-/// The bytes of a regular file, opened without following a link and without blocking (a FIFO
-/// put in a record's place must not hang a reader), at most [`MAX_RECORD`] of them.
+/// The bytes of a regular file of the user's ([`crate::trust`]), opened without following a
+/// link and without blocking (a FIFO put in a record's place must not hang a reader), at most
+/// [`MAX_RECORD`] of them.
 fn read_regular(path: &Path) -> Result<Vec<u8>, Error> {
-    use rustix::fs::{FileType, Mode, OFlags};
+    use rustix::fs::{Mode, OFlags};
     use std::io::Read;
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
     let fd =
         rustix::fs::open(path, flags, Mode::empty()).map_err(|e| Error::io(Op::Open, path, e))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
-    let kind = FileType::from_raw_mode(stat.st_mode);
-    if kind != FileType::RegularFile {
-        return Err(Error::NotRegularFile {
-            path: path.to_owned(),
-            kind: crate::error::FileKind::from_file_type(kind),
-        });
-    }
+    // A record of another user's would have a sweep kill, sign and tell for them.
+    crate::trust::check_owned_regular(&stat, path)?;
     let mut bytes = Vec::new();
     fs::File::from(fd)
         .take(MAX_RECORD)

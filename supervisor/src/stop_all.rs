@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::lock::{self, LockGuard, StartLock};
 use lnk_common::record::Record;
@@ -18,118 +19,138 @@ const ASKED_WAIT: Duration = Duration::from_secs(5);
 const KILLED_WAIT: Duration = Duration::from_secs(5);
 /// How long after the lock's holders were killed the lock has to become free.
 const HOLDERS_WAIT: Duration = Duration::from_secs(5);
-/// How long to wait for `start.lock`, so no run starts while we stop them all.
-const START_LOCK_WAIT: Duration = Duration::from_secs(15);
+/// How long to wait for `start.lock` (a start holds it for milliseconds) before its holders
+/// are taken for stuck — or for a run that got hold of it — and killed.
+const START_LOCK_WAIT: Duration = Duration::from_secs(5);
 
-/// Stops every run and waits for each; returns how many were stopped.
+/// Stops every run and waits for each; returns how many runs it looked at.
 pub fn stop(path: &Path) -> Result<usize> {
-    let state = StateDir::new(path);
-    if !path.exists() {
+    let Some(state) = open(path)? else {
         return Ok(0);
-    }
-    let _start = StartLock::take_within(&state, START_LOCK_WAIT)?;
-    let guards = stop_holding(&state)?;
-    Ok(guards.len())
+    };
+    let _start = take_start_lock(&state)?;
+    for_each_run_stopped(&state, |_, guard| {
+        drop(guard);
+        Ok(())
+    })
 }
 
 /// Stops every run, then removes every record, lock, stop request and output file, and the
 /// state folder.
 pub fn remove(path: &Path) -> Result<()> {
-    let state = StateDir::new(path);
-    if !path.exists() {
+    let Some(state) = open(path)? else {
         return Ok(());
-    }
-    let start = StartLock::take_within(&state, START_LOCK_WAIT)?;
-    let guards = stop_holding(&state)?;
-    for guard in guards {
-        let id = guard.0;
-        match Record::load(&state, &id) {
-            Ok(record) => sweep::remove_run(&state, &record, guard.1)?,
-            Err(e) if e.is_not_found() => guard.1.remove()?,
-            Err(e) => {
-                tracing::warn!(%id, "{e}; the record is removed without its output file");
-                std::fs::remove_file(state.record(&id)).ok();
-                guard.1.remove()?;
-            }
+    };
+    let start = take_start_lock(&state)?;
+    for_each_run_stopped(&state, |id, guard| match Record::load(&state, id) {
+        Ok(record) => sweep::remove_run(&state, &record, guard),
+        Err(e) if e.is_not_found() => Ok(guard.remove()?),
+        Err(e) => {
+            tracing::warn!(%id, "{e}; the record is removed without its output file");
+            remove_name(&state.record(id))?;
+            Ok(guard.remove()?)
         }
-    }
+    })?;
     let listing = state.list()?;
     for temp in &listing.temporaries {
-        std::fs::remove_file(temp).ok();
+        remove_name(temp)?;
     }
     for (id, files) in &listing.runs {
         if files.damaged {
-            std::fs::remove_file(state.damaged(id)).ok();
+            remove_name(&state.damaged(id))?;
         }
         if files.stop {
-            std::fs::remove_file(state.stop(id)).ok();
+            remove_name(&state.stop(id))?;
         }
         if files.log {
-            std::fs::remove_file(state.log(id)).ok();
+            remove_name(&state.log(id))?;
         }
     }
-    std::fs::remove_file(state.sweep_log()).ok();
-    std::fs::remove_file(state.start_lock()).ok();
+    remove_name(&state.sweep_log())?;
+    remove_name(&state.start_lock())?;
     drop(start);
-    match std::fs::remove_dir(path) {
+    match std::fs::remove_dir(state.path()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| {
             format!(
                 "removing {} (it holds files that are not Link Run's)",
-                path.display()
+                state.path().display()
             )
         }),
     }
 }
 
-/// Asks every running run to stop, then takes every run's lock, killing the group of a run
-/// whose supervisor does not end in time. Returns the locks, held.
-fn stop_holding(state: &StateDir) -> Result<Vec<(lnk_common::id::RunId, LockGuard)>> {
+/// The state folder, checked; `None` when there is none (nothing to do).
+fn open(path: &Path) -> Result<Option<StateDir>> {
+    match StateDir::open(path) {
+        Ok(state) => Ok(Some(state)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Takes `start.lock`, so that no run starts meanwhile. Whatever holds it longer than a start
+/// ever does (a stuck process, or a run that could reach it) is found by the lock file and
+/// killed.
+fn take_start_lock(state: &StateDir) -> Result<StartLock> {
+    let path = state.start_lock();
+    match StartLock::take_within(state, START_LOCK_WAIT) {
+        Ok(lock) => return Ok(lock),
+        Err(lnk_common::Error::LockTimeout { .. }) => {}
+        Err(e @ (lnk_common::Error::Foreign { .. } | lnk_common::Error::NotRegularFile { .. })) => {
+            // Not the user's regular file: damaged. Its name goes, and a new one is made.
+            tracing::warn!("{e}; it is replaced");
+            remove_name(&path)?;
+            return StartLock::take_within(state, START_LOCK_WAIT)
+                .context("taking start.lock, so that no run starts meanwhile");
+        }
+        Err(e) => return Err(e).context("taking start.lock, so that no run starts meanwhile"),
+    }
+    let killed = kill_lock_holders(&path);
+    tracing::warn!(
+        killed,
+        "start.lock was held for {} s; its holders were killed",
+        START_LOCK_WAIT.as_secs()
+    );
+    StartLock::take_within(state, HOLDERS_WAIT).with_context(|| {
+        format!("start.lock is still held after killing the {killed} processes that held it")
+    })
+}
+
+/// Asks every running run to stop, then, one run at a time (so that no descriptor per run is
+/// held: a folder may keep 100,000 runs), takes its lock — killing the group of a run whose
+/// supervisor does not end in time, then the lock's holders — records it `lost` if it still
+/// says `running`, and hands the held lock to `then`. Returns how many runs it handled.
+fn for_each_run_stopped(
+    state: &StateDir,
+    mut then: impl FnMut(&RunId, LockGuard) -> Result<()>,
+) -> Result<usize> {
     let listing = state.list()?;
     for id in listing.record_ids() {
         if let Ok(record) = Record::load(state, id)
             && record.status.is_running()
         {
-            state.request_stop(id)?;
+            state
+                .request_stop(id)
+                .with_context(|| format!("asking run {id} to stop"))?;
         }
     }
-    let mut held = Vec::new();
+    let mut handled = 0;
     for (id, files) in &listing.runs {
         if !files.lock && !files.record {
             continue;
         }
-        let guard = match lock::lock_blocking(state, id, ASKED_WAIT) {
-            Ok(Some(guard)) => Some(guard),
-            Ok(None) => None,
-            Err(_) => {
-                // The supervisor did not end: kill the run's group ourselves; the supervisor
-                // then sees its run end, records it, and lets go of the lock.
-                if let Ok(record) = Record::load(state, id)
-                    && record.status.is_running()
-                    && let Some(group) = reclaim::surely_own_group(&record)
-                {
-                    group.kill();
-                }
-                match lock::lock_blocking(state, id, KILLED_WAIT) {
-                    Ok(guard) => guard,
-                    Err(_) => {
-                        // The supervisor does not answer at all (stopped, or stuck): the lock's
-                        // holders are found by the lock file itself, never by name, and killed.
-                        kill_lock_holders(&state.lock(id));
-                        match lock::lock_blocking(state, id, HOLDERS_WAIT) {
-                            Ok(guard) => guard,
-                            Err(e) => bail!("run {id} did not end: {e}"),
-                        }
-                    }
-                }
-            }
-        };
-        let guard = match guard {
+        let guard = match take_run_lock(state, id)? {
             Some(guard) => guard,
             None if files.record => match lock::create_locked(state, id) {
                 Ok(guard) => guard,
-                Err(e) => bail!("run {id}: {e}"),
+                // A sweep beside us just made it, or removed the run: look again.
+                Err(lnk_common::Error::RunExists { .. }) => match take_run_lock(state, id)? {
+                    Some(guard) => guard,
+                    None => continue,
+                },
+                Err(e) => return Err(e).with_context(|| format!("run {id}")),
             },
             None => continue,
         };
@@ -138,22 +159,67 @@ fn stop_holding(state: &StateDir) -> Result<Vec<(lnk_common::id::RunId, LockGuar
         {
             reclaim::mark_lost(state, &mut record, &guard)?;
         }
-        held.push((id.clone(), guard));
+        then(id, guard)?;
+        handled += 1;
     }
-    Ok(held)
+    Ok(handled)
 }
 
-/// Kills every process that has the lock file `path` open (a supervisor that does not end),
-/// found through `/proc/<pid>/fd` by the file's device and inode.
-fn kill_lock_holders(path: &Path) {
+/// Waits for run `id`'s lock, escalating: its supervisor was asked to stop; then its group is
+/// killed; then whatever holds the lock. `None`: there is no lock file. An error that is not
+/// a lock held too long (no descriptors left, a damaged lock) is said as it is.
+fn take_run_lock(state: &StateDir, id: &RunId) -> Result<Option<LockGuard>> {
+    let waited = |result: Result<Option<LockGuard>, lnk_common::Error>| match result {
+        Ok(guard) => Ok(Some(guard)),
+        Err(lnk_common::Error::LockTimeout { .. }) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("run {id}")),
+    };
+    if let Some(guard) = waited(lock::lock_blocking(state, id, ASKED_WAIT))? {
+        return Ok(guard);
+    }
+    // The supervisor did not end: kill the run's group ourselves; the supervisor then sees
+    // its run end, records it, and lets go of the lock.
+    if let Ok(record) = Record::load(state, id)
+        && record.status.is_running()
+        && let Some(group) = reclaim::surely_own_group(&record)
+    {
+        group.kill();
+    }
+    if let Some(guard) = waited(lock::lock_blocking(state, id, KILLED_WAIT))? {
+        return Ok(guard);
+    }
+    // Nothing answers (a stopped or stuck supervisor, or another holder): the lock's holders
+    // are found by the lock file itself, never by name, and killed.
+    let killed = kill_lock_holders(&state.lock(id));
+    match lock::lock_blocking(state, id, HOLDERS_WAIT) {
+        Ok(guard) => Ok(guard),
+        Err(e) => bail!(
+            "run {id} did not end, even after killing the {killed} processes that held its lock: {e}"
+        ),
+    }
+}
+
+fn remove_name(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+    }
+}
+
+/// Kills every process that holds the lock of file `path` (a supervisor that does not end, or
+/// whatever got hold of `start.lock`), found through `/proc/<pid>/fd` by the file's device and
+/// inode, and `/proc/<pid>/fdinfo` showing the lock; how many were killed.
+fn kill_lock_holders(path: &Path) -> usize {
     use std::os::unix::fs::MetadataExt;
     let Ok(lock) = std::fs::symlink_metadata(path) else {
-        return;
+        return 0;
     };
     let me = std::process::id();
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
+        return 0;
     };
+    let mut killed = 0;
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -168,13 +234,21 @@ fn kill_lock_holders(path: &Path) {
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
             continue;
         };
+        // A descriptor of the file whose `fdinfo` lists a lock holds it; one without is a
+        // process waiting for it (a start), which is left alone.
         let holds = fds.flatten().any(|fd| {
-            std::fs::metadata(fd.path())
-                .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino())
+            let on_lock = std::fs::metadata(fd.path())
+                .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino());
+            on_lock
+                && std::fs::read_to_string(entry.path().join("fdinfo").join(fd.file_name()))
+                    .map_or(true, |info| info.lines().any(|l| l.starts_with("lock:")))
         });
         if holds && let Some(pid) = rustix::process::Pid::from_raw(pid) {
             tracing::warn!(pid = pid.as_raw_nonzero().get(), lock = %path.display(), "killing a holder of the lock that does not answer");
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            if rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok() {
+                killed += 1;
+            }
         }
     }
+    killed
 }

@@ -70,7 +70,7 @@ enum Ending {
 /// Supervises run `id` of `state` to its end.
 pub fn run(id: &str, state: PathBuf) -> Result<()> {
     let id = RunId::parse(id)?;
-    let state = StateDir::new(state);
+    let state = StateDir::open(&state)?;
     let lock =
         LockGuard::adopt_stdin(&state, &id).context("taking over the run's lock from stdin")?;
     let signals = Signals::new().context("setting up SIGTERM, SIGINT and SIGHUP")?;

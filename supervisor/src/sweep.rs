@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use anyhow::Result;
+use lnk_common::error::Error;
 use lnk_common::id::RunId;
 use lnk_common::layout::{StateDir, TEMP_GRACE};
 use lnk_common::lock::{self, LockGuard, LockState};
@@ -40,8 +41,12 @@ pub struct Report {
 
 /// Sweeps the state folder at `path` (nothing to do when it does not exist).
 pub fn run(path: &Path) -> Result<Report> {
-    let state = StateDir::new(path);
     let mut report = Report::default();
+    let state = match StateDir::open(path) {
+        Ok(state) => state,
+        Err(e) if e.is_not_found() => return Ok(report),
+        Err(e) => return Err(e.into()),
+    };
     let listing = match state.list() {
         Ok(listing) => listing,
         Err(e) if e.is_not_found() => return Ok(report),
@@ -71,6 +76,14 @@ pub fn run(path: &Path) -> Result<Report> {
                 Err(_) => continue,
             },
             Ok(LockState::Missing) => continue,
+            Err(err @ (Error::Foreign { .. } | Error::NotRegularFile { .. })) => {
+                // A lock that is not the user's regular file says nothing true about the run:
+                // the run is damaged.
+                tracing::error!(%id, "{err}; the run is damaged and set aside");
+                set_aside_damaged(&state, id, files.record);
+                report.damaged += 1;
+                continue;
+            }
             Err(err) => {
                 tracing::warn!(%id, "{err}");
                 continue;
@@ -122,6 +135,17 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
         report.removed += 1;
     }
     Ok(())
+}
+
+/// Sets a run whose lock is damaged aside: its record (if any) becomes `<id>.damaged`, and
+/// the name of the lock goes (a name is removed without following it).
+fn set_aside_damaged(state: &StateDir, id: &RunId, has_record: bool) {
+    if has_record && let Err(err) = std::fs::rename(state.record(id), state.damaged(id)) {
+        tracing::warn!(%id, "moving the record aside: {err}");
+    }
+    if let Err(err) = remove_if_there(&state.lock(id)) {
+        tracing::warn!(%id, "removing the damaged lock: {err}");
+    }
 }
 
 /// Removes a run: its output file (through the files folder's handle), its stop request, its

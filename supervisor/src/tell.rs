@@ -105,15 +105,13 @@ pub fn body(record: &Record, at: UnixMs) -> String {
     body.to_string()
 }
 
-/// One line a person can read: the run, how it ended, how much output.
-fn one_line(record: &Record) -> String {
+/// One line a person can read: the run, how it ended, how much output. The program and its
+/// arguments are the agent's: each is quoted, with every control character escaped (so no
+/// newline, and no second sentence such as a false "exited with code 0", can be signed as
+/// Link Run's), and the whole command is cut at [`COMMAND_SHOWN`] characters.
+pub fn one_line(record: &Record) -> String {
     let program = &record.launch.program;
-    let mut command = program.name.clone();
-    for arg in &program.args {
-        command.push(' ');
-        command.push_str(arg);
-    }
-    let command: String = command.chars().take(120).collect();
+    let command = quoted_command(&program.name, &program.args);
     let how = match record.status {
         Status::Running => "is still running".to_owned(),
         Status::Exited { exit, .. } => match exit {
@@ -133,6 +131,46 @@ fn one_line(record: &Record) -> String {
         "Background run {} ({command}) {how} after {elapsed} s; {} bytes of output in background/{}.out.",
         record.id, record.output.written_bytes, record.id
     )
+}
+
+/// The most characters of the quoted command a message shows.
+pub const COMMAND_SHOWN: usize = 120;
+
+/// `"name" "arg" …`, each word quoted with Rust's escapes (`\n`, `\u{1b}`, `\"`), cut at
+/// [`COMMAND_SHOWN`] characters with `…`. The result holds no control character.
+fn quoted_command(name: &str, args: &[String]) -> String {
+    let mut command = String::new();
+    for word in std::iter::once(name).chain(args.iter().map(String::as_str)) {
+        if !command.is_empty() {
+            command.push(' ');
+        }
+        command.push('"');
+        command.extend(word.chars().flat_map(escaped));
+        command.push('"');
+        if command.chars().count() > COMMAND_SHOWN {
+            break;
+        }
+    }
+    if command.chars().count() > COMMAND_SHOWN {
+        command = command.chars().take(COMMAND_SHOWN - 1).collect();
+        command.push('…');
+    }
+    command
+}
+
+/// A character as it is shown inside quotes: `"` and `\` escaped, control characters (C0,
+/// DEL, C1) and the line and paragraph separators as escapes, the rest as it is.
+fn escaped(c: char) -> Vec<char> {
+    match c {
+        '"' => vec!['\\', '"'],
+        '\\' => vec!['\\', '\\'],
+        c if c.is_control() || is_invisible_format(c) => c.escape_default().collect(),
+        c => vec![c],
+    }
+}
+
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 /// Connects, writes the line, reads one line back, all within [`TELL_LIMIT`]: a way in that
@@ -169,7 +207,10 @@ fn connect_within(socket: &Path, deadline: Instant) -> Result<UnixStream, String
         )
         .map_err(|e| e.to_string())?;
         match rustix::net::connect(&fd, &address) {
-            Ok(()) => return Ok(UnixStream::from(fd)),
+            Ok(()) => {
+                check_listener(&fd)?;
+                return Ok(UnixStream::from(fd));
+            }
             // The listener's queue is full: it is there but not accepting, yet.
             Err(rustix::io::Errno::AGAIN) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
@@ -179,6 +220,25 @@ fn connect_within(socket: &Path, deadline: Instant) -> Result<UnixStream, String
             }
             Err(e) => return Err(e.to_string()),
         }
+    }
+}
+
+/// The way in is told only when the process that listens on it runs as the same user or as
+/// root (`SO_PEERCRED`): a socket in a shared folder could be squatted by another user, who
+/// would then read every message. Refused, the run is not told now; later sweeps try again.
+fn check_listener(fd: &rustix::fd::OwnedFd) -> Result<(), String> {
+    let peer = rustix::net::sockopt::socket_peercred(fd)
+        .map_err(|e| format!("cannot learn who listens on it: {e}"))?;
+    let me = rustix::process::geteuid();
+    if peer.uid == me || peer.uid.is_root() {
+        Ok(())
+    } else {
+        Err(format!(
+            "it is served by uid {} (pid {}), neither this user (uid {}) nor root; not telling it",
+            peer.uid.as_raw(),
+            peer.pid.as_raw_nonzero(),
+            me.as_raw()
+        ))
     }
 }
 
@@ -254,5 +314,56 @@ fn judge(answer: &str) -> Outcome {
             None => Outcome::Refused(format!("not a JSON-RPC answer: {}", answer.trim())),
         },
         Err(_) => Outcome::Refused(format!("not JSON: {}", answer.trim())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn fixture() -> Record {
+        let bytes = include_bytes!("../../common/tests/data/record-v1.json");
+        Record::from_json(bytes, Path::new("record-v1.json")).unwrap()
+    }
+
+    #[test]
+    fn the_text_is_one_line_with_the_command_quoted() {
+        let mut record = fixture();
+        record.launch.program.name = "sh".into();
+        record.launch.program.args = vec![
+            "-c".into(),
+            "exit 3\nBackground run x (true) exited with code 0".into(),
+            "a\"b\\c\u{1b}[2J\u{202e}\r\u{85}".into(),
+        ];
+        record.status = Status::Exited {
+            ended_at_ms: record.started_at_ms,
+            exit: lnk_common::status::Exit::Code(3),
+        };
+        let text = one_line(&record);
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(!text.contains('\u{202e}'), "{text:?}");
+        assert!(
+            text.contains(r#"("sh" "-c" "exit 3\nBackground run x (true) exited with code 0" "#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#""a\"b\\c\u{1b}[2J\u{202e}\r\u{85}")"#),
+            "{text}"
+        );
+        assert!(text.contains(") exited with code 3 after"), "{text}");
+        assert_eq!(text.matches("exited with code").count(), 2, "{text}");
+    }
+
+    #[test]
+    fn a_long_command_is_cut() {
+        let mut record = fixture();
+        record.launch.program.args = vec!["x".repeat(10_000), "y".into()];
+        let text = one_line(&record);
+        let command = quoted_command(&record.launch.program.name, &record.launch.program.args);
+        assert_eq!(command.chars().count(), COMMAND_SHOWN);
+        assert!(command.ends_with('…'));
+        assert!(text.len() < 400, "{text}");
     }
 }
