@@ -91,7 +91,7 @@
 //! | `launch.program.path`, `.cwd` | the program's executable found in `--programs-path`, and `dir` resolved to an absolute folder inside `files` |
 //! | `launch.vars` | variables passed as `/usr/bin/env NAME=VALUE…` (object, possibly empty) |
 //! | `launch.limits` | `timeout_ms` (`--background-timeout`), `output_cap_bytes` (`--background-output`), `keep_ms` (`--background-keep`) |
-//! | `launch.thread`, `.hops` | the conversation to tell, and the call's hops (the message carries `hops + 1`) |
+//! | `launch.thread`, `.hops` | the conversation to tell (empty when the run was started without one, which only a `serve` without a way in allows), and the call's hops (the message carries `hops + 1`) |
 //! | `launch.tell_to` | `{way_in, agent, keyring}`: the way-in socket, the agent id (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the keyring folder; `null` without a way in (never told) |
 //! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate, which `exec`s the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
 //! | `status` | `{"state": "running"}`, or `{"state": S, "ended_at_ms": T, "exit": E}` with `S` one of `exited` (ended by itself), `timed_out`, `stopped` (`<id>.stop`), `lost` (supervisor quit or died) and `E` one of `{"code": n}`, `{"signal": n}` or `null` (unknown; never for `exited`) |

@@ -1,7 +1,8 @@
 //! The caps: `--background` is never exceeded however many starts race from several sessions;
 //! `--background-timeout` ends a run as `timed_out`; `--background-output` keeps the output file
 //! bounded through rotations while `read` offsets stay true and the counts add up; and the
-//! refusals: no thread, `--hops`, and what `command` refuses.
+//! refusals: `--hops`, a malformed thread, and what `command` refuses; starts without a thread
+//! when there is no way in.
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +22,7 @@ both_sandboxes!(
     racing_starts_never_exceed_background,
     timeout_ends_a_run_as_timed_out,
     output_cap_bounds_the_file_and_offsets_stay_true,
-    refusals_without_a_thread_and_at_hops,
+    refusals_at_hops_and_starts_without_a_thread,
 );
 
 /// The markers among `markers` that a live `lnk-test-procs linger <marker>` carries, from one
@@ -377,7 +378,7 @@ fn output_cap_bounds_the_file_and_offsets_stay_true(sandbox: Sandbox) {
     }
 }
 
-fn refusals_without_a_thread_and_at_hops(sandbox: Sandbox) {
+fn refusals_at_hops_and_starts_without_a_thread(sandbox: Sandbox) {
     let bg = Bg::new(sandbox);
     let flags = Flags {
         hops: 2,
@@ -388,19 +389,13 @@ fn refusals_without_a_thread_and_at_hops(sandbox: Sandbox) {
     let linger = procs_args("linger", &mark, 120);
     let thread = |hops: Value| json!({"link.local/thread": "th-x", "link.local/hops": hops});
     let cases: Vec<(Option<Value>, Value, &str)> = vec![
-        (None, linger.clone(), "thread"),
-        (Some(json!({})), linger.clone(), "thread"),
         (
             Some(json!({"link.local/thread": 7})),
             linger.clone(),
             "thread",
         ),
-        (
-            Some(json!({"link.local/hops": 0})),
-            linger.clone(),
-            "thread",
-        ),
         (Some(thread(json!(2))), linger.clone(), "hops"),
+        (Some(json!({"link.local/hops": 2})), linger.clone(), "hops"),
         (Some(thread(json!(9))), linger.clone(), "hops"),
         (
             Some(meta(None)),
@@ -437,15 +432,18 @@ fn refusals_without_a_thread_and_at_hops(sandbox: Sandbox) {
         "a refused start wrote a record"
     );
 
-    // Below --hops, and without hops (0), runs start.
-    for meta in [thread(json!(1)), json!({"link.local/thread": "th-x"})] {
+    // Below --hops, without hops (0), and — with no way in, so nobody is told — without a
+    // conversation or any `_meta` at all (hosts such as Claude Code, Codex and Gemini CLI send
+    // none), runs start.
+    for meta in [
+        Some(thread(json!(1))),
+        Some(json!({"link.local/thread": "th-x"})),
+        Some(json!({})),
+        Some(json!({"link.local/thread": ""})),
+        None,
+    ] {
         let mark = bg.marker();
-        let result = tool(
-            &mut serve,
-            "start",
-            procs_args("linger", &mark, 120),
-            Some(meta),
-        );
+        let result = tool(&mut serve, "start", procs_args("linger", &mark, 120), meta);
         let id = started(&result);
         wait_for_role(&mark, "linger", ANSWER);
         assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");

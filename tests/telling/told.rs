@@ -19,6 +19,7 @@ both_sandboxes!(
     an_error_answer_stays_told,
     a_way_in_that_never_answers_is_retried,
     a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor,
+    with_a_way_in_a_start_needs_a_conversation,
 );
 
 /// The one message about run `id`, checked: valid, from the run, about the run.
@@ -367,4 +368,30 @@ fn a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor(sandbox: Sandbo
     assert_eq!(record["telling"]["told"], false, "{record}");
     drop(fillers);
     drop(fd);
+}
+
+/// With a way in, a run's end is told to the call's conversation: a start without one is
+/// refused (and runs nothing), as with an empty one.
+fn with_a_way_in_a_start_needs_a_conversation(sandbox: Sandbox) {
+    let t = Tell::new(sandbox);
+    let _way = t.way_in(Answer::Result);
+    let mut serve = t.serve(&Flags::default()).start();
+    let arguments = json!({"program": "sh", "args": ["-c", "exit 0"]});
+    for meta in [
+        None,
+        Some(json!({})),
+        Some(json!({"link.local/thread": ""})),
+        Some(json!({"link.local/hops": 0})),
+    ] {
+        let result = tool(&mut serve, "start", arguments.clone(), meta.clone());
+        assert_eq!(result["isError"], true, "{meta:?}: {result}");
+        let why = result["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(why.contains("link.local/thread"), "{meta:?}: {why}");
+    }
+    assert!(
+        t.bg.record_ids().is_empty(),
+        "a refused start wrote a record"
+    );
+    // With one, it starts.
+    started(&tool(&mut serve, "start", arguments, Some(meta(None))));
 }

@@ -68,12 +68,21 @@ fn prepare(
     let cwd = workdir::open(&config.files, &args.dir)
         .map(|workdir| workdir.path)
         .map_err(|e| Answer::refusal(e.to_string()))?;
+    // With a way in, the end is told to the call's conversation, so there must be one.
+    // Without one nobody is told: hosts that send no `_meta` can still start runs and follow
+    // them with `list` and `read`, and the record's thread stays empty.
     let thread = match meta.and_then(|m| m.get(META_THREAD)) {
         Some(Value::String(thread)) if !thread.is_empty() => thread.clone(),
-        _ => {
+        Some(Value::String(_)) | None if background.way_in.is_none() => String::new(),
+        Some(Value::String(_)) | None => {
             return Err(Answer::refusal(format!(
                 "`start` needs a conversation to tell when the run ends (`_meta[\"{META_THREAD}\"]`, \
                  a string), and this call has none; use `command` to run it in the foreground"
+            )));
+        }
+        Some(_) => {
+            return Err(Answer::refusal(format!(
+                "`_meta[\"{META_THREAD}\"]` must be a string: the conversation to tell"
             )));
         }
     };
@@ -332,6 +341,20 @@ mod tests {
     }
 
     #[test]
+    fn without_a_way_in_a_start_needs_no_conversation() {
+        let (_dir, files) = files_folder();
+        let launch = prepare(
+            &config(files),
+            &background(None),
+            &map(json!({"program": "sleep", "args": ["5"]})),
+            None,
+        )
+        .unwrap_or_else(|answer| panic!("{}", answer.text));
+        assert_eq!(launch.thread, "");
+        assert!(launch.tell_to.is_none());
+    }
+
+    #[test]
     fn with_a_way_in_a_start_without_a_conversation_is_refused() {
         let (_dir, files) = files_folder();
         let config = config(files);
@@ -357,11 +380,7 @@ mod tests {
         let (_dir, files) = files_folder();
         let config = config(files);
         let cases = [
-            (
-                json!({"program": "sleep"}),
-                json!({META_THREAD: "t", META_HOPS: 3}),
-                "hops",
-            ),
+            (json!({"program": "sleep"}), json!({META_HOPS: 3}), "hops"),
             (
                 json!({"program": "sleep", "input": "x"}),
                 json!({}),
@@ -369,8 +388,13 @@ mod tests {
             ),
             (
                 json!({"program": "sleep"}),
-                json!({META_THREAD: "t", META_HOPS: -1}),
+                json!({META_HOPS: -1}),
                 META_HOPS,
+            ),
+            (
+                json!({"program": "sleep"}),
+                json!({META_THREAD: 7}),
+                META_THREAD,
             ),
             (json!({"program": "cat"}), json!({}), "sleep"),
         ];
