@@ -42,3 +42,6 @@ mod hostile;
 /// A run's life: it outlives `serve`; `list`, `read` and `stop`; leftovers; bad ids.
 #[path = "background/lifecycle.rs"]
 mod lifecycle;
+/// `list` a page at a time: order, `before`/`next`, the state filter, refusals.
+#[path = "background/pages.rs"]
+mod pages;

@@ -3,6 +3,8 @@
 //! Memory never exceeds the limit, whatever the program writes: the head keeps the first half,
 //! the tail is a ring holding the last half, and both grow only as bytes arrive.
 
+use crate::utf8;
+
 /// The head and tail of one stream, and how many bytes it wrote in all.
 #[derive(Debug)]
 pub struct HeadTail {
@@ -86,8 +88,8 @@ impl HeadTail {
                 tail: String::new(),
             };
         }
-        let head = &self.head[..self.head.len() - incomplete_suffix(&self.head)];
-        let tail = &tail[continuation_prefix(&tail)..];
+        let head = &self.head[..self.head.len() - utf8::incomplete_suffix(&self.head)];
+        let tail = &tail[utf8::continuation_prefix(&tail)..];
         Rendered {
             head: String::from_utf8_lossy(head).into_owned(),
             left_out: self.total - (head.len() + tail.len()) as u64,
@@ -105,33 +107,6 @@ pub struct Rendered {
     pub left_out: u64,
     /// The last bytes.
     pub tail: String,
-}
-
-/// How many bytes at the end of `bytes` begin a UTF-8 character that is not complete.
-fn incomplete_suffix(bytes: &[u8]) -> usize {
-    for back in 1..=3.min(bytes.len()) {
-        let b = bytes[bytes.len() - back];
-        if b & 0b1100_0000 == 0b1000_0000 {
-            continue; // a continuation byte: look further back for the lead byte
-        }
-        let needed = match b {
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            _ => return 0,
-        };
-        return if needed > back { back } else { 0 };
-    }
-    0
-}
-
-/// How many continuation bytes begin `bytes` (the rest of a character cut at the front).
-fn continuation_prefix(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .take(3)
-        .take_while(|b| *b & 0b1100_0000 == 0b1000_0000)
-        .count()
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ mod server;
 mod spawn;
 mod sync;
 mod tools;
+mod utf8;
 mod watchdog;
 mod workdir;
 mod writer;

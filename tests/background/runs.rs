@@ -445,14 +445,26 @@ pub fn list(serve: &mut Serve) -> Vec<Value> {
     list_within(serve, ANSWER)
 }
 
-/// `list`, failing unless it answers `within`.
+/// Every run `list` shows, page after page (each page failing unless it answers `within`).
 pub fn list_within(serve: &mut Serve, within: Duration) -> Vec<Value> {
-    let result = tool_within(serve, "list", json!({}), None, within);
-    assert!(!is_error(&result), "list was refused: {result}");
-    structured(&result)["runs"]
-        .as_array()
-        .unwrap_or_else(|| panic!("list answers runs: {result}"))
-        .clone()
+    let mut runs = Vec::new();
+    let mut arguments = json!({"limit": 200});
+    loop {
+        let result = tool_within(serve, "list", arguments.clone(), None, within);
+        assert!(!is_error(&result), "list was refused: {result}");
+        let page = structured(&result);
+        runs.extend(
+            page["runs"]
+                .as_array()
+                .unwrap_or_else(|| panic!("list answers runs: {result}"))
+                .iter()
+                .cloned(),
+        );
+        match page["next"].as_str() {
+            Some(next) => arguments["before"] = json!(next),
+            None => return runs,
+        }
+    }
 }
 
 /// The run `id` as `list` shows it.
@@ -489,7 +501,10 @@ pub fn read(serve: &mut Serve, arguments: Value) -> Value {
 pub fn read_ok(serve: &mut Serve, arguments: Value) -> (String, Value) {
     let result = read(serve, arguments);
     assert!(!is_error(&result), "read was refused: {result}");
-    (text(&result), structured(&result).clone())
+    let (text, value) = (text(&result), structured(&result).clone());
+    // Hosts that hand the model only the structured value must get the bytes there too.
+    assert_eq!(value["text"], text, "read's structured text is its text");
+    (text, value)
 }
 
 /// `stop`'s result, which must come within the 5 s it may wait plus a margin.

@@ -152,6 +152,21 @@ fn output_keeps_head_and_tail(sandbox: Sandbox) {
             left_out_lines(&text)
         );
     }
+    // The structured value carries the same head, left-out line and tail, bounded the same.
+    crate::serve::assert_streams_match_the_text(&result);
+    let stdout = value["stdout"].as_str().unwrap_or_default();
+    assert!(
+        stdout.len() < 65536 + 100,
+        "bounded: {} bytes",
+        stdout.len()
+    );
+    let omitted = out_n - 2 * half;
+    assert!(
+        stdout.contains(&format!("\n[... {omitted} bytes left out ...]\n")),
+        "the left-out line is in the structured stdout"
+    );
+    assert!(stdout.starts_with(pattern(out_unit, 0, 64).as_str()));
+    assert!(stdout.ends_with(pattern(out_unit, out_n - 64, out_n).as_str()));
     // 100 MB went through; serve's memory stayed far below that.
     let peak = peak_rss_kib(serve.pid());
     assert!(peak < 48 * 1024, "serve's peak RSS grew to {peak} KiB");
@@ -171,7 +186,7 @@ fn output_at_the_limit_is_whole(sandbox: Sandbox) {
     assert_eq!(ran(&result)["stdout_bytes"], 1025, "{result}");
     let cut = text(&result);
     assert!(
-        left_out_lines(&cut).iter().any(|l| l.contains('1')),
+        left_out_lines(&cut).contains(&"[... 1 bytes left out ...]"),
         "a line says 1 byte was left out: {cut}"
     );
     assert!(cut.contains(&pattern(unit, 0, 512)), "{cut}");
@@ -190,6 +205,14 @@ fn output_cuts_keep_utf8_whole(sandbox: Sandbox) {
     assert_eq!(value["stderr_bytes"], 123, "{result}");
     let cut = text(&result);
     assert!(!cut.contains('\u{FFFD}'), "a cut split a character: {cut}");
+    crate::serve::assert_streams_match_the_text(&result);
+    assert!(
+        !value["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains('\u{FFFD}'),
+        "{result}"
+    );
     assert!(cut.contains("€€"), "{cut}");
     // Each stream says what it left out (108 and 111 bytes, if the cuts keep 6 bytes a side).
     assert!(left_out_lines(&cut).len() >= 2, "{cut}");

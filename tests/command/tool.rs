@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::{Setup, is_error, ran, text};
+use crate::serve::{Setup, assert_streams_match_the_text, is_error, ran, text};
 
 both_sandboxes!(
     describes_programs_and_limits,
@@ -79,12 +79,20 @@ fn describes_programs_and_limits(sandbox: Sandbox) {
         "exit_code",
         "signal",
         "timed_out",
+        "stdout",
+        "stderr",
         "stdout_bytes",
         "stderr_bytes",
         "elapsed_ms",
         "leftovers_killed",
     ] {
         assert!(output[name].is_object(), "{name}: {tool}");
+        assert!(
+            tool["outputSchema"]["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!(name))),
+            "{name} is required: {tool}"
+        );
     }
 }
 
@@ -104,6 +112,10 @@ fn reports_exit_streams_and_figures(sandbox: Sandbox) {
     assert_eq!(value["stderr_bytes"], 9, "{result}");
     assert!(value["elapsed_ms"].is_u64(), "{result}");
     assert_eq!(value["leftovers_killed"], false, "{result}");
+    // Hosts that hand the model only the structured value must see the output there too.
+    assert_eq!(value["stdout"], "out-text\n", "{result}");
+    assert_eq!(value["stderr"], "err-text\n", "{result}");
+    assert_streams_match_the_text(&result);
     let text = text(&result);
     let first = text.lines().next().unwrap_or_default();
     assert!(first.contains('3'), "the first line says the exit: {text}");
@@ -125,6 +137,12 @@ fn reports_exit_streams_and_figures(sandbox: Sandbox) {
     let value = ran(&result);
     assert_eq!(value["exit_code"], 0, "{result}");
     assert_eq!(value["stdout_bytes"], 0, "{result}");
+    assert_eq!(value["stdout"], "", "{result}");
+
+    // A last line without a newline is carried as it is.
+    let result = serve.call(json!({"program": "sh", "args": ["-c", "printf 'no newline'"]}));
+    assert_eq!(ran(&result)["stdout"], "no newline", "{result}");
+    assert_streams_match_the_text(&result);
 }
 
 fn reports_a_signal(sandbox: Sandbox) {
@@ -138,12 +156,31 @@ fn reports_a_signal(sandbox: Sandbox) {
             assert_eq!(value["signal"], 9, "{result}");
             assert_eq!(value["exit_code"], Value::Null, "{result}");
         }
-        // bwrap reports a signalled child as its own exit code 128 + signal.
-        Sandbox::Bwrap => assert!(
-            value["signal"] == 9 || value["exit_code"] == 137,
-            "{result}"
-        ),
+        // bwrap reports a signalled child as its own exit code 128 + signal, and the text
+        // says how to read it.
+        Sandbox::Bwrap => {
+            assert!(
+                value["signal"] == 9 || value["exit_code"] == 137,
+                "{result}"
+            );
+            if value["exit_code"] == 137 {
+                let first = text(&result).lines().next().unwrap_or_default().to_owned();
+                assert!(
+                    first.starts_with(
+                        "exited with code 137 (128 + 9: SIGKILL inside the sandbox) after"
+                    ),
+                    "{first}"
+                );
+            }
+        }
     }
+    // A program's own code above 128 reads the same way: the sandbox cannot tell them apart.
+    let result = serve.call(json!({"program": "sh", "args": ["-c", "exit 143"]}));
+    assert_eq!(ran(&result)["exit_code"], 143, "{result}");
+    assert!(
+        text(&result).contains("(128 + 15: SIGTERM inside the sandbox)"),
+        "{result}"
+    );
 }
 
 /// Checks that a call was refused with a text, and returns the text.

@@ -45,11 +45,37 @@ STRUCTURED_KEYS = {
     "exit_code",
     "signal",
     "timed_out",
+    "stdout",
+    "stderr",
     "stdout_bytes",
     "stderr_bytes",
     "elapsed_ms",
     "leftovers_killed",
 }
+
+
+def stream_in_text(text: str, name: str) -> str | None:
+    """What the answer's text shows of one stream: the lines after its `--- name: … ---`
+    header up to the next header, without the newline the text adds when the stream's last line
+    has none. The structured value's `stdout`/`stderr` must equal it."""
+    start = text.find(f"--- {name}: ")
+    if start < 0:
+        return None
+    start = text.find("---\n", start + 4)
+    if start < 0:
+        return None
+    start += 4
+    end = text.find("\n--- ", start - 1)
+    section = text[start : end + 1] if end >= 0 else text[start:]
+    return section
+
+
+def same_stream(shown: Any, section: str | None) -> bool:
+    """Whether a structured stream equals its section of the text (the text may add one
+    newline after a last line that has none)."""
+    if not isinstance(shown, str) or section is None:
+        return False
+    return shown == section or (not shown.endswith("\n") and shown + "\n" == section)
 
 
 class CheckFailed(Exception):
@@ -271,6 +297,14 @@ async def run_era(era: str, command: list[str], trace: str | None) -> None:
             isinstance(elapsed, int) and 0 <= elapsed < 10_000,
         )
         check(era, "echo hello: text holds the output", "hello" in text_of(result), text_of(result))
+        check(era, "echo hello: stdout in the structured value", value.get("stdout") == "hello\n", value)
+        for stream in ("stdout", "stderr"):
+            check(
+                era,
+                f"echo hello: structured {stream} is what the text shows",
+                same_stream(value.get(stream), stream_in_text(text_of(result), stream)),
+                f"{value.get(stream)!r} vs {text_of(result)!r}",
+            )
 
         # A program that exits non-zero is reported, not an error.
         result = await client.call_tool("command", {"program": "sh", "args": ["-c", "echo oops >&2; exit 3"]})
@@ -280,6 +314,24 @@ async def run_era(era: str, command: list[str], trace: str | None) -> None:
         got = {k: value.get(k) for k in expect}
         check(era, f"sh -c 'exit 3': values {got}", got == expect, f"expected {expect}")
         check(era, "sh -c 'exit 3': text says 3 and holds stderr", "3" in text_of(result) and "oops" in text_of(result))
+        check(era, "sh -c 'exit 3': stderr in the structured value", value.get("stderr") == "oops\n", value)
+
+        # A stream cut to its head and tail is carried cut, exactly as the text shows it.
+        result = await client.call_tool(
+            "command", {"program": "sh", "args": ["-c", "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); done"]}
+        )
+        value = structured("a long stdout", result)
+        shown = value.get("stdout")
+        check(
+            era,
+            "a long stdout: cut with a left-out line, as the text shows it",
+            isinstance(shown, str)
+            and shown.startswith("line-0\n")
+            and "bytes left out ...]" in shown
+            and shown.endswith("line-19999\n")
+            and same_stream(shown, stream_in_text(text_of(result), "stdout")),
+            f"{shown!r:.300}",
+        )
 
         # `input` goes to stdin.
         result = await client.call_tool(
@@ -404,12 +456,23 @@ async def background_tools(era: str, client: Any, tools: dict[str, Any], modern:
         await anyio_sleep(0.05)
         arrived = await output_arrived()
     check(era, f"read: the run's output arrived {read}", arrived and read.get("next_offset") == 8, read)
+    check(era, "read: the bytes are in the structured value", read.get("text") == "started\n", read)
+
+    paged = conforms("list", "list limit 1", await client.call_tool("list", {"limit": 1}))
+    check(era, "list limit 1: one run", len(paged.get("runs", [])) == 1, paged)
+    refused = await client.call_tool("list", {"limit": 0})
+    check(era, "list limit 0: refused with isError", refused.is_error is True, text_of(refused))
 
     stopped = conforms("stop", "stop", await client.call_tool("stop", {"id": run_id}))
     check(era, f"stop: the run is stopped ({stopped.get('state')})", stopped.get("state") == "stopped", stopped)
 
-    result = await client.call_tool("start", {"program": "sh", "args": ["-c", "true"]})
-    check(era, "start without a conversation: refused with isError", result.is_error is True, text_of(result))
+    # Without a way in nobody is told, so a start needs no `_meta` (hosts send none).
+    result = await client.call_tool("start", {"program": "sh", "args": ["-c", "echo plain"]})
+    plain = conforms("start", "start without a conversation", result)
+    plain_id = plain.get("id", "")
+    runs = conforms("list", "list running", await client.call_tool("list", {"state": "ended", "limit": 200}))
+    check(era, "list ended: every run shown has ended", all(r.get("state") != "running" for r in runs.get("runs", [])), runs)
+    conforms("stop", "stop the plain run", await client.call_tool("stop", {"id": plain_id}))
 
 
 async def anyio_sleep(seconds: float) -> None:

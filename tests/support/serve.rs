@@ -585,6 +585,45 @@ pub fn text(result: &Value) -> String {
         .join("\n")
 }
 
+/// What the text of a `command` answer shows of one stream (`stdout` or `stderr`): the lines
+/// after its `--- name: … ---` header up to the next header. The text ends a stream whose last
+/// line has no newline with one; the structured value does not.
+pub fn stream_in_text(text: &str, name: &str) -> String {
+    let header = text
+        .find(&format!("--- {name}: "))
+        .unwrap_or_else(|| panic!("no {name} header: {text}"));
+    let start = header
+        + text[header..]
+            .find("---\n")
+            .map(|at| at + 4)
+            .unwrap_or_else(|| panic!("an unfinished {name} header: {text}"));
+    let end = text[start..]
+        .find("--- stderr: ")
+        .filter(|_| name == "stdout")
+        .map_or(text.len(), |at| start + at);
+    text[start..end].to_owned()
+}
+
+/// Checks that a `command` answer's structured `stdout` and `stderr` are what its text shows
+/// of each stream.
+pub fn assert_streams_match_the_text(result: &Value) {
+    let text = text(result);
+    let value = structured(result);
+    for name in ["stdout", "stderr"] {
+        let shown = value[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("the structured value has `{name}`: {result}"));
+        let section = stream_in_text(&text, name);
+        let added_newline = !shown.is_empty() && !shown.ends_with('\n');
+        let expected = if added_newline {
+            section.strip_suffix('\n').unwrap_or(&section)
+        } else {
+            &section
+        };
+        assert_eq!(shown, expected, "{name} as the text shows it: {text:?}");
+    }
+}
+
 /// The structured value of a tool result.
 pub fn structured(result: &Value) -> &Value {
     result

@@ -1,28 +1,204 @@
-//! `list`: every run of the state folder, newest first, as the records say.
+//! `list`: a page of the state folder's runs, newest first (by start time), filtered by state.
+//!
+//! A page holds at most `limit` runs (20 unless asked, 200 at most), so the answer stays small
+//! however many runs the state folder keeps; `next`, when more runs match, is the `before` of
+//! the next page. A run's arguments are shortened to [`ARGS_SHOWN`] characters in all.
 
+use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use lnk_common::safe_open::FilesDir;
+use lnk_common::status::State;
 use lnk_common::summary::RunSummary;
 use serde_json::{Map, Value, json};
 
-use super::args::only;
+use super::args::{count, only};
 use crate::answer::ToolAnswer as Answer;
 use crate::config::Background;
 
+/// A page's runs unless `limit` says otherwise.
+pub const DEFAULT_LIMIT: u64 = 20;
+/// The most runs a page may hold.
+pub const MAX_LIMIT: u64 = 200;
+/// The characters of a run's arguments `list` shows, in all; the rest is cut (`…`).
+pub const ARGS_SHOWN: usize = 256;
+
+/// Which runs a page holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// Every run.
+    All,
+    /// Runs that have ended, however.
+    Ended,
+    /// Runs in this state.
+    Only(State),
+}
+
+impl Filter {
+    /// The `state` argument: `running`, `ended` or a state's name.
+    pub fn parse(text: &str) -> Option<Filter> {
+        Some(match text {
+            "ended" => Filter::Ended,
+            "running" => Filter::Only(State::Running),
+            "exited" => Filter::Only(State::Exited),
+            "timed_out" => Filter::Only(State::TimedOut),
+            "stopped" => Filter::Only(State::Stopped),
+            "lost" => Filter::Only(State::Lost),
+            _ => return None,
+        })
+    }
+
+    /// Whether a run in `state` is on the page.
+    pub fn admits(self, state: State) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Ended => state != State::Running,
+            Filter::Only(only) => state == only,
+        }
+    }
+}
+
+/// Where a page starts: just after the run that ended the page before (runs are ordered by
+/// start time, newest first, then by id). As text, `<started_at_ms>-<id>`; agents pass it
+/// back as they got it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    /// The start time of the last run of the page before.
+    pub started_at_ms: u64,
+    /// Its id.
+    pub id: RunId,
+}
+
+impl Cursor {
+    /// The cursor after `record`.
+    pub fn after(record: &Record) -> Cursor {
+        Cursor {
+            started_at_ms: record.started_at_ms.0,
+            id: record.id.clone(),
+        }
+    }
+
+    /// Reads a cursor `next` gave.
+    pub fn parse(text: &str) -> Option<Cursor> {
+        let (ms, id) = text.split_once('-')?;
+        if ms.is_empty() || !ms.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Cursor {
+            started_at_ms: ms.parse().ok()?,
+            id: RunId::parse(id).ok()?,
+        })
+    }
+
+    /// Whether `record` comes after this cursor, newest first.
+    pub fn admits(&self, record: &Record) -> bool {
+        (record.started_at_ms.0, record.id.as_str()) < (self.started_at_ms, self.id.as_str())
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.started_at_ms, self.id)
+    }
+}
+
+/// A `list` call's arguments, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    /// Which runs.
+    pub filter: Filter,
+    /// At most this many.
+    pub limit: usize,
+    /// After this run.
+    pub before: Option<Cursor>,
+}
+
+impl Query {
+    /// Reads `state`, `limit` and `before`; the refusal says what to pass instead.
+    pub fn parse(arguments: &Map<String, Value>) -> Result<Query, Answer> {
+        only(arguments, "list", &["state", "limit", "before"])?;
+        let filter = match arguments.get("state") {
+            None | Some(Value::Null) => Filter::All,
+            Some(Value::String(text)) => Filter::parse(text).ok_or_else(|| {
+                Answer::refusal(format!(
+                    "`state` `{}` is not one of running, ended, exited, timed_out, stopped, lost",
+                    crate::protocol::cut_short(text)
+                ))
+            })?,
+            Some(_) => {
+                return Err(Answer::refusal(
+                    "`state` must be a string: running, ended, exited, timed_out, stopped or lost",
+                ));
+            }
+        };
+        let limit = count(arguments, "limit")?.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Answer::refusal(format!(
+                "`limit` must be from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})"
+            )));
+        }
+        let before = match arguments.get("before") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(Cursor::parse(text).ok_or_else(|| {
+                Answer::refusal(format!(
+                    "`before` `{}` is not a value `list` gave as `next`; leave it out for the newest runs",
+                    crate::protocol::cut_short(text)
+                ))
+            })?),
+            Some(_) => {
+                return Err(Answer::refusal(
+                    "`before` must be a string: the `next` of the page before",
+                ));
+            }
+        };
+        Ok(Query {
+            filter,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            before,
+        })
+    }
+}
+
 /// The `list` tool.
 pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
-    if let Err(answer) = only(arguments, "list", &[]) {
-        return answer;
-    }
+    let query = match Query::parse(arguments) {
+        Ok(query) => query,
+        Err(answer) => return answer,
+    };
     let state = StateDir::new(&background.state);
-    let listing = match state.list() {
-        Ok(listing) => listing,
+    let (mut page, more) = match page(&state, &query) {
+        Ok(page) => page,
         Err(e) => return Answer::refusal(format!("the runs cannot be listed: {e}")),
     };
+    super::orphans::sweep_orphans(background, &mut page);
+    // A run a sweep just found lost may have left the filter: it is left out, not shown wrong.
+    page.retain(|record| query.filter.admits(record.status.state()));
+    let next = match (more, page.last()) {
+        (true, Some(last)) => Some(Cursor::after(last).to_string()),
+        _ => None,
+    };
+    let runs: Vec<RunSummary> = page.iter().map(live_summary).collect();
+    let mut lines: Vec<String> = runs.iter().map(line).collect();
+    if lines.is_empty() {
+        lines.push("no background runs".to_owned());
+    }
+    if let Some(next) = &next {
+        lines.push(format!(
+            "more runs: call `list` with before \"{next}\" for the next page"
+        ));
+    }
+    match serde_json::to_value(&runs) {
+        Ok(runs) => Answer::ok(lines.join("\n"), json!({"runs": runs, "next": next})),
+        Err(e) => Answer::refusal(format!("the runs cannot be shown: {e}")),
+    }
+}
+
+/// The records of one page, newest first, and whether more runs match after it.
+fn page(state: &StateDir, query: &Query) -> Result<(Vec<Record>, bool), lnk_common::Error> {
+    let listing = state.list()?;
     let mut records: Vec<Record> = listing
         .record_ids()
-        .filter_map(|id| match Record::load(&state, id) {
+        .filter_map(|id| match Record::load(state, id) {
             Ok(record) => Some(record),
             Err(e) => {
                 // Removed since the listing (a sweep), or damaged: a sweep reports and moves it.
@@ -32,23 +208,22 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
                 None
             }
         })
+        .filter(|record| query.filter.admits(record.status.state()))
+        .filter(|record| {
+            query
+                .before
+                .as_ref()
+                .is_none_or(|cursor| cursor.admits(record))
+        })
         .collect();
-    super::orphans::sweep_orphans(background, &mut records);
     records.sort_by(|a, b| {
         b.started_at_ms
             .cmp(&a.started_at_ms)
             .then_with(|| b.id.as_str().cmp(a.id.as_str()))
     });
-    let runs: Vec<RunSummary> = records.iter().map(live_summary).collect();
-    let text = if runs.is_empty() {
-        "no background runs".to_owned()
-    } else {
-        runs.iter().map(line).collect::<Vec<_>>().join("\n")
-    };
-    match serde_json::to_value(&runs) {
-        Ok(runs) => Answer::ok(text, json!({"runs": runs})),
-        Err(e) => Answer::refusal(format!("the runs cannot be shown: {e}")),
-    }
+    let more = records.len() > query.limit;
+    records.truncate(query.limit);
+    Ok((records, more))
 }
 
 /// One line a person can read: id, state, exit, command, times, output.
@@ -86,6 +261,7 @@ fn line(run: &RunSummary) -> String {
 /// the output file's length), when its file is the record's.
 pub fn live_summary(record: &Record) -> RunSummary {
     let mut summary = record.summary();
+    summary.args = shortened(summary.args);
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
@@ -106,4 +282,114 @@ fn live_length(record: &Record) -> Option<u64> {
         return None;
     }
     file.metadata().ok().map(|m| m.len())
+}
+
+/// The arguments, cut to [`ARGS_SHOWN`] characters in all: what an agent passed may be long,
+/// and a page must stay small. A cut argument ends with `…`, and the arguments left out are
+/// counted in one last `… (N more)`.
+fn shortened(args: Vec<String>) -> Vec<String> {
+    let mut room = ARGS_SHOWN;
+    let total = args.len();
+    let mut shown = Vec::new();
+    for arg in args {
+        if room == 0 {
+            break;
+        }
+        let length = arg.chars().count();
+        if length <= room {
+            room -= length;
+            shown.push(arg);
+        } else {
+            shown.push(arg.chars().take(room).chain(['…']).collect());
+            room = 0;
+        }
+    }
+    if shown.len() < total {
+        shown.push(format!("… ({} more)", total - shown.len()));
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_query_defaults_to_the_newest_twenty_of_every_state() {
+        let query = Query::parse(&Map::new()).unwrap_or_else(|a| panic!("{}", a.text));
+        assert_eq!(
+            query,
+            Query {
+                filter: Filter::All,
+                limit: 20,
+                before: None
+            }
+        );
+        let full = Query::parse(&map(
+            json!({"state": "ended", "limit": 200, "before": "1714564800000-abcdefghijkl"}),
+        ))
+        .unwrap_or_else(|a| panic!("{}", a.text));
+        assert_eq!(full.filter, Filter::Ended);
+        assert_eq!(full.limit, 200);
+        assert_eq!(
+            full.before.map(|c| c.to_string()).as_deref(),
+            Some("1714564800000-abcdefghijkl")
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_what_to_pass() {
+        for (arguments, says) in [
+            (json!({"limit": 0}), "limit"),
+            (json!({"limit": 201}), "limit"),
+            (json!({"limit": -1}), "limit"),
+            (json!({"limit": "5"}), "limit"),
+            (json!({"state": "finished"}), "state"),
+            (json!({"state": 3}), "state"),
+            (json!({"before": "yesterday"}), "before"),
+            (json!({"before": "12-NOT-AN-ID"}), "before"),
+            (json!({"before": "-abcdefghijkl"}), "before"),
+            (json!({"before": 5}), "before"),
+            (json!({"page": 2}), "page"),
+        ] {
+            let refused = Query::parse(&map(arguments.clone()))
+                .err()
+                .unwrap_or_else(|| panic!("{arguments} is refused"));
+            assert!(
+                refused.is_error && refused.text.contains(says),
+                "{arguments}: {}",
+                refused.text
+            );
+        }
+    }
+
+    #[test]
+    fn filters_admit_their_states() {
+        assert!(Filter::Ended.admits(State::Lost) && !Filter::Ended.admits(State::Running));
+        assert!(Filter::Only(State::Running).admits(State::Running));
+        assert!(!Filter::Only(State::Exited).admits(State::Stopped));
+        assert!(Filter::All.admits(State::TimedOut));
+    }
+
+    #[test]
+    fn long_arguments_are_shortened() {
+        let short = vec!["-l".to_owned(), "src".to_owned()];
+        assert_eq!(shortened(short.clone()), short);
+        let long = vec!["x".repeat(300), "y".to_owned()];
+        let cut = shortened(long);
+        assert_eq!(cut.len(), 2);
+        assert_eq!(cut[0].chars().count(), ARGS_SHOWN + 1);
+        assert_eq!(cut[1], "… (1 more)");
+        let many: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+        let cut = shortened(many);
+        assert!(cut.iter().map(|a| a.chars().count()).sum::<usize>() < ARGS_SHOWN + 20);
+        assert!(cut.last().is_some_and(|a| a.ends_with("more)")));
+    }
 }

@@ -118,6 +118,16 @@ fn read_checked(
             }
         }
         bytes.truncate(got);
+        let (skip, keep) = utf8_cut(
+            &bytes,
+            offset.is_none(),
+            from + got as u64 == total,
+            &record,
+        );
+        let bytes = &bytes[skip..keep];
+        let start = if skip > 0 { from + skip as u64 } else { start };
+        let from = from + skip as u64;
+        let got = bytes.len();
         // Inode numbers are reused: the name may lead to a newer file that happens to have
         // the record's old identity. Rotations write the record before they rename, and each
         // adds to `dropped_bytes`, so a record unchanged after the read proves it was the
@@ -132,16 +142,18 @@ fn read_checked(
             }
         }
         let next_offset = from + got as u64;
+        let text = String::from_utf8_lossy(bytes).into_owned();
         let structured = json!({
             "id": id.as_str(),
             "state": record.status.state().as_str(),
+            "text": text,
             "offset": start,
             "next_offset": next_offset,
             "output_bytes": total.max(record.output.written_bytes),
             "dropped_bytes": dropped,
             "skipped": skipped,
         });
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        let mut text = text;
         if !era.has_structured_output() {
             // Without a structured value, the figures ride in the text.
             text = format!("[{structured}]\n{text}");
@@ -151,4 +163,31 @@ fn read_checked(
     Err(Answer::refusal(format!(
         "run {id}'s output file keeps changing under the reader; try again"
     )))
+}
+
+/// Where to cut the bytes read so that no character is split: how many to skip at the front
+/// and where to stop. A read at a chosen offset starts where it was asked; one without an
+/// offset (the last bytes) starts at the next character. At the back, a character cut short
+/// is left for the next read (`next_offset` points at its first byte) — unless these are the
+/// last bytes of a run that has ended, which will never be completed, or a `limit` too small
+/// for one character, which must still move the reader on.
+fn utf8_cut(
+    bytes: &[u8],
+    start_at_a_character: bool,
+    at_the_end: bool,
+    record: &Record,
+) -> (usize, usize) {
+    let skip = if start_at_a_character {
+        crate::utf8::continuation_prefix(bytes)
+    } else {
+        0
+    };
+    let whole = bytes.len() - crate::utf8::incomplete_suffix(bytes);
+    let never_completed = at_the_end && !record.status.is_running();
+    let keep = if never_completed || whole <= skip {
+        bytes.len()
+    } else {
+        whole
+    };
+    (skip.min(keep), keep)
 }

@@ -39,12 +39,23 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
         json!({
             "name": "list",
             "title": "List background runs",
-            "description": "Lists the background runs, newest first: program, state (running, exited, timed_out, stopped, lost), exit, times, output sizes and whether the end was told.",
-            "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+            "description": "Lists the background runs, newest first, a page at a time: program, state (running, exited, timed_out, stopped, lost), exit, times, output sizes and whether the end was told. `state` keeps only runs in that state (`ended`: every state but running); `limit` is the page's size (default 20, at most 200); when more runs match, the answer's `next` is the `before` of the next page.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "state": {"type": "string", "enum": ["running", "ended", "exited", "timed_out", "stopped", "lost"], "description": "Only runs in this state; `ended` is every state but `running`. Default: all."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "At most this many runs. Default: 20."},
+                    "before": {"type": "string", "description": "The `next` of the page before: the runs started before its last one. Default: the newest runs."}
+                },
+                "additionalProperties": false
+            },
             "outputSchema": {
                 "type": "object",
-                "properties": {"runs": {"type": "array", "items": run_schema()}},
-                "required": ["runs"],
+                "properties": {
+                    "runs": {"type": "array", "items": run_schema()},
+                    "next": {"type": ["string", "null"], "description": "When more runs match: the `before` of the next page; else null."}
+                },
+                "required": ["runs", "next"],
                 "additionalProperties": false
             },
             "annotations": {"title": "List background runs", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
@@ -71,13 +82,14 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                 "properties": {
                     "id": {"type": "string"},
                     "state": state_schema(),
+                    "text": {"type": "string", "description": "The bytes read, as text (bytes that are not UTF-8 shown as U+FFFD; a character is never cut in two: `next_offset` says where to go on)."},
                     "offset": count(),
                     "next_offset": count(),
                     "output_bytes": count(),
                     "dropped_bytes": count(),
                     "skipped": count()
                 },
-                "required": ["id", "state", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
+                "required": ["id", "state", "text", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
                 "additionalProperties": false
             },
             "annotations": {"title": "Read a background run's output", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}

@@ -93,12 +93,14 @@ fn command_output_schema() -> Value {
             "exit_code": {"type": ["integer", "null"], "description": "The exit code, or null when a signal ended it."},
             "signal": {"type": ["integer", "null"], "description": "The signal that ended it, or null."},
             "timed_out": {"type": "boolean", "description": "Whether the time limit ended it."},
+            "stdout": {"type": "string", "description": "Its stdout as kept: the head, then (when bytes were left out) a line saying how many, then the tail."},
+            "stderr": {"type": "string", "description": "Its stderr, kept as stdout is."},
             "stdout_bytes": count,
             "stderr_bytes": count,
             "elapsed_ms": count,
             "leftovers_killed": {"type": "boolean", "description": "Whether processes it left running were killed a second after it exited."}
         },
-        "required": ["exit_code", "signal", "timed_out", "stdout_bytes", "stderr_bytes", "elapsed_ms", "leftovers_killed"],
+        "required": ["exit_code", "signal", "timed_out", "stdout", "stderr", "stdout_bytes", "stderr_bytes", "elapsed_ms", "leftovers_killed"],
         "additionalProperties": false
     })
 }
