@@ -15,10 +15,18 @@ files="$work/files"
 mkdir -p "$files"
 printf 'hello from the files folder\n' > "$files/greeting.txt"
 
-if command -v bwrap >/dev/null 2>&1 && bwrap --ro-bind / / --unshare-all true 2>/dev/null; then
-    echo "# sandbox: bubblewrap" >&2
-    sandbox=(bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind "$files" "$files"
-             --unshare-all --unshare-pid --die-with-parent --new-session --clearenv)
+# The README's recommended sandbox line, with the files folder in place of /home/me/work.
+bwrap_line=(/usr/bin/bwrap
+    --ro-bind /usr /usr --ro-bind /etc /etc
+    --ro-bind-try /bin /bin --ro-bind-try /sbin /sbin
+    --ro-bind-try /lib /lib --ro-bind-try /lib64 /lib64
+    --ro-bind-try /lib32 /lib32
+    --dev /dev --proc /proc --tmpfs /tmp
+    --bind "$files" "$files"
+    --unshare-all --cap-drop ALL --die-with-parent --new-session --clearenv)
+if [ -x /usr/bin/bwrap ] && "${bwrap_line[@]}" -- /bin/true 2>/dev/null; then
+    echo "# sandbox: bubblewrap, the README's recommended line" >&2
+    sandbox=("${bwrap_line[@]}")
 else
     echo "# sandbox: none (bwrap is missing); the tests' pass-through prefix stands in" >&2
     sandbox=("$bin/lnk-test-passthrough")

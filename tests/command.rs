@@ -10,6 +10,9 @@
 
 #[path = "support/procs.rs"]
 mod procs;
+#[allow(dead_code)]
+#[path = "support/readme.rs"]
+mod readme;
 #[path = "support/sandbox.rs"]
 mod sandbox;
 #[path = "support/serve.rs"]

@@ -2,11 +2,12 @@
 //! 2.3.0) drives `lnk-link-run serve` over stdio in each era it speaks ("auto", which probes
 //! `server/discover`, "legacy", the `initialize` handshake, and "2026-07-28" pinned). The checks
 //! live in `conformance/sdk_client.py`; this test builds the server's command line and runs the
-//! script, once with the tests' pass-through sandbox prefix and once under bubblewrap.
+//! script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
+//! README's recommended sandbox line.
 //!
 //! The Python interpreter comes from `LNK_SDK_PYTHON`, else `<workspace>/.venv/bin/python` (which
 //! `.ci/run` creates with `pip install mcp==2.3.0 jsonschema`). Without a Python that has `mcp` the
-//! test prints "skipped: ..." and passes, unless `LNK_REQUIRE_SDK=1`; without `bwrap` on `PATH`
+//! test prints "skipped: ..." and passes, unless `LNK_REQUIRE_SDK=1`; without `/usr/bin/bwrap`
 //! the bubblewrap run does the same, unless `LNK_REQUIRE_SANDBOX=1`.
 //!
 //! `LNK_SDK_TRACE=<file>` makes the script log every line on the wire to `<file>.passthrough` and
@@ -18,6 +19,10 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[allow(dead_code)]
+#[path = "support/readme.rs"]
+mod readme;
 
 /// The whole script (three eras) must end well within this; it bounds each era at 90 s itself.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(360);
@@ -77,13 +82,6 @@ fn sdk_python() -> Result<PathBuf, String> {
         )),
         Err(err) => Err(format!("cannot run {}: {err}", python.display())),
     }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
 }
 
 /// Runs the script against `serve` with `sandbox` as its prefix; returns (success, stdout, stderr).
@@ -227,33 +225,15 @@ fn sdk_client_without_sandbox() {
 
 #[test]
 fn sdk_client_under_bubblewrap() {
-    let Some(bwrap) = find_on_path("bwrap") else {
-        return skip("LNK_REQUIRE_SANDBOX", "bwrap is not on PATH");
-    };
+    let probe = readme::recommended_sandbox(Path::new("/"), &[]);
+    if !Path::new(&probe[0]).is_file() {
+        return skip("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
+    }
+    // The README's recommended line, as a person copies it.
     conform("bwrap", |files| {
-        let mut prefix: Vec<OsString> = vec![bwrap.clone().into_os_string()];
-        for arg in [
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-        ] {
-            prefix.push(arg.into());
-        }
-        prefix.extend(["--bind".into(), files.into(), files.into()]);
-        for arg in [
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-        ] {
-            prefix.push(arg.into());
-        }
-        prefix
+        readme::recommended_sandbox(files, &[])
+            .into_iter()
+            .map(OsString::from)
+            .collect()
     });
 }

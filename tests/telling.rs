@@ -19,6 +19,9 @@
 #[path = "support/procs.rs"]
 mod procs;
 #[allow(dead_code)]
+#[path = "support/readme.rs"]
+mod readme;
+#[allow(dead_code)]
 #[path = "support/sandbox.rs"]
 mod sandbox;
 #[allow(dead_code)]

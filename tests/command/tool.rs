@@ -273,8 +273,9 @@ fn resolves_programs_on_path_in_order(sandbox: Sandbox) {
         .map(|d| path_str(d))
         .collect::<Vec<_>>()
         .join(":");
-    let mut serve = setup
-        .serve()
+    let mut serve = dirs
+        .iter()
+        .fold(setup.serve(), |serve, dir| serve.visible(dir))
         .programs_path(&path)
         .programs(&["lnk-which"])
         .start();

@@ -1,5 +1,6 @@
 //! The two sandbox prefixes every call test runs under: the tests' pass-through helper ("no
-//! sandbox") and bubblewrap as the issue gives it. The bubblewrap half skips, saying so on stderr,
+//! sandbox") and bubblewrap with the README's recommended line (read from README.md), plus a
+//! read-only bind of the tests' helper binaries. The bubblewrap half skips, saying so on stderr,
 //! when `bwrap` is missing or cannot make a sandbox here, unless `LNK_REQUIRE_SANDBOX=1`, where it
 //! fails instead.
 use std::path::{Path, PathBuf};
@@ -11,50 +12,24 @@ use std::sync::OnceLock;
 pub enum Sandbox {
     /// `lnk-test-passthrough`, which execs its arguments: the call runs without a sandbox.
     Passthrough,
-    /// `bwrap ... --unshare-all --die-with-parent --new-session --clearenv --`.
+    /// The README's recommended `/usr/bin/bwrap …` line, with a trailing `--`.
     Bwrap,
 }
 
 impl Sandbox {
     /// The sandbox argv for a `serve` whose files folder is `files`. `visible` are other paths
-    /// the sandboxed programs must see (helper binaries): under bubblewrap, those below `/tmp`
-    /// are bound back read-only, since `--tmpfs /tmp` hides the host's `/tmp`.
+    /// the sandboxed programs must see (helper binaries): under bubblewrap they are bound
+    /// read-only, since the recommended line shows nothing of the host but the system's folders.
     pub fn argv(self, files: &Path, visible: &[PathBuf]) -> Vec<String> {
         match self {
             // No trailing `--`: the runner adds one before the program.
             Sandbox::Passthrough => vec![path_str(Path::new(env!(
                 "CARGO_BIN_EXE_lnk-test-passthrough"
             )))],
-            // A trailing `--`, as the issue writes it: the runner must not add another.
+            // A trailing `--`, as people write it: the runner must not add another.
             Sandbox::Bwrap => {
-                let mut argv: Vec<String> = [
-                    "bwrap",
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--dev",
-                    "/dev",
-                    "--proc",
-                    "/proc",
-                    "--tmpfs",
-                    "/tmp",
-                ]
-                .map(String::from)
-                .to_vec();
-                for path in visible.iter().filter(|p| p.starts_with("/tmp")) {
-                    argv.extend(["--ro-bind".into(), path_str(path), path_str(path)]);
-                }
-                argv.extend(["--bind".into(), path_str(files), path_str(files)]);
-                argv.extend(
-                    [
-                        "--unshare-all",
-                        "--die-with-parent",
-                        "--new-session",
-                        "--clearenv",
-                        "--",
-                    ]
-                    .map(String::from),
-                );
+                let mut argv = bwrap_line(files, visible);
+                argv.push("--".into());
                 argv
             }
         }
@@ -80,32 +55,29 @@ impl Sandbox {
     }
 }
 
-/// Finds `bwrap` on PATH and checks that it can make the tests' sandbox on this machine.
-fn probe_bwrap() -> Result<(), String> {
-    let on_path = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("bwrap").is_file()))
-        .unwrap_or(false);
-    if !on_path {
-        return Err("bwrap missing (not on PATH)".into());
+/// The README's recommended line for `files`, with `visible` bound read-only before the files
+/// folder.
+pub fn bwrap_line(files: &Path, visible: &[PathBuf]) -> Vec<String> {
+    let mut extra = Vec::new();
+    for path in visible {
+        extra.extend(["--ro-bind".into(), path_str(path), path_str(path)]);
     }
-    let out = Command::new("bwrap")
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-            "--",
-            "/bin/true",
-        ])
+    crate::readme::recommended_sandbox(files, &extra)
+}
+
+/// Checks that the recommended line can make a sandbox on this machine.
+fn probe_bwrap() -> Result<(), String> {
+    let files = std::env::current_dir().map_err(|err| format!("no working folder: {err}"))?;
+    let line = bwrap_line(&files, &[]);
+    let Some((program, args)) = line.split_first() else {
+        return Err("the recommended line is empty".into());
+    };
+    if !Path::new(program).is_file() {
+        return Err(format!("bwrap missing ({program} is not there)"));
+    }
+    let out = Command::new(program)
+        .args(args)
+        .args(["--", "/bin/true"])
         .stdin(Stdio::null())
         .output()
         .map_err(|err| format!("bwrap cannot be started: {err}"))?;

@@ -96,10 +96,18 @@ impl Setup {
         format!("{}:/usr/bin:/bin", path_str(&helpers_dir()))
     }
 
-    /// The sandbox argv for `--files` = `files`.
+    /// The sandbox argv for `--files` = `files`: the helpers are visible in it, and nothing
+    /// else of the test's folder (its state folder and keyring least of all).
+    #[allow(dead_code)]
     pub fn sandbox_argv(&self, files: &Path) -> Vec<String> {
-        self.sandbox
-            .argv(files, &[helpers_dir(), self.root.path().to_path_buf()])
+        self.sandbox_argv_with(files, &[])
+    }
+
+    /// [`Setup::sandbox_argv`], with `visible` shown (read-only) too.
+    pub fn sandbox_argv_with(&self, files: &Path, visible: &[PathBuf]) -> Vec<String> {
+        let mut shown = vec![helpers_dir()];
+        shown.extend_from_slice(visible);
+        self.sandbox.argv(files, &shown)
     }
 
     /// A `serve` with the defaults: timeout 10s, output 64KiB, the [`PROGRAMS`].
@@ -115,6 +123,10 @@ impl Setup {
             vars: Vec::new(),
             extra: Vec::new(),
             era: Era::Legacy("2025-11-25"),
+            sandbox: None,
+            visible: Vec::new(),
+            current_dir: None,
+            env: Vec::new(),
         }
     }
 }
@@ -140,9 +152,42 @@ pub struct ServeBuilder<'a> {
     vars: Vec<String>,
     extra: Vec<String>,
     era: Era,
+    sandbox: Option<Vec<String>>,
+    visible: Vec<PathBuf>,
+    current_dir: Option<PathBuf>,
+    env: Vec<(String, OsString)>,
 }
 
 impl ServeBuilder<'_> {
+    /// The sandbox prefix after `--`, instead of the setup's.
+    #[allow(dead_code)]
+    pub fn sandbox(mut self, argv: Vec<String>) -> Self {
+        self.sandbox = Some(argv);
+        self
+    }
+
+    /// A folder of the test's the sandboxed programs must see (read-only), such as a
+    /// `--programs-path` folder of its own.
+    #[allow(dead_code)]
+    pub fn visible(mut self, path: &Path) -> Self {
+        self.visible.push(path.to_path_buf());
+        self
+    }
+
+    /// The folder serve starts in (hosts often start it in the agent's folder).
+    #[allow(dead_code)]
+    pub fn current_dir(mut self, dir: &Path) -> Self {
+        self.current_dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// One more variable in serve's environment.
+    #[allow(dead_code)]
+    pub fn env(mut self, name: &str, value: impl Into<OsString>) -> Self {
+        self.env.push((name.to_owned(), value.into()));
+        self
+    }
+
     /// `--timeout`.
     pub fn timeout(mut self, value: &str) -> Self {
         value.clone_into(&mut self.timeout);
@@ -213,25 +258,34 @@ impl ServeBuilder<'_> {
         }
         argv.extend(self.extra.iter().map(OsString::from));
         argv.push("--".into());
-        argv.extend(
-            self.setup
-                .sandbox_argv(&self.files)
-                .into_iter()
-                .map(OsString::from),
-        );
+        let sandbox = match &self.sandbox {
+            Some(sandbox) => sandbox.clone(),
+            None => self.setup.sandbox_argv_with(&self.files, &self.visible),
+        };
+        argv.extend(sandbox.into_iter().map(OsString::from));
         argv
     }
 
     /// Starts the server without any message sent.
     pub fn spawn(&self) -> Serve {
-        Serve::spawn(&self.argv(), self.era)
+        self.spawn_env(&[])
+    }
+
+    fn spawn_env(&self, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
+        let mut all: Vec<(&str, &std::ffi::OsStr)> = self
+            .env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_os_str()))
+            .collect();
+        all.extend_from_slice(envs);
+        Serve::spawn_env(&self.argv(), self.era, &all, self.current_dir.as_deref())
     }
 
     /// As [`ServeBuilder::start`], with more variables in the server's environment (test hooks
     /// such as `LNK_SUPERVISE_HOLD_GATE`, which only some test binaries use).
     #[allow(dead_code)]
     pub fn start_env(&self, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
-        let mut serve = Serve::spawn_env(&self.argv(), self.era, envs);
+        let mut serve = self.spawn_env(envs);
         if let Era::Legacy(version) = self.era {
             let result = serve.initialize(version);
             assert_eq!(result["protocolVersion"], version, "{result}");
@@ -266,13 +320,18 @@ pub struct Serve {
 }
 
 impl Serve {
-    fn spawn(argv: &[OsString], era: Era) -> Serve {
-        Self::spawn_env(argv, era, &[])
-    }
-
-    /// Starts the server with `envs` added to its environment.
-    fn spawn_env(argv: &[OsString], era: Era, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
-        let mut child = Command::new(link_run())
+    /// Starts the server with `envs` added to its environment, in `cwd` when given.
+    fn spawn_env(
+        argv: &[OsString],
+        era: Era,
+        envs: &[(&str, &std::ffi::OsStr)],
+        cwd: Option<&Path>,
+    ) -> Serve {
+        let mut command = Command::new(link_run());
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command
             .args(argv)
             .env_remove("RUST_LOG")
             .envs(envs.iter().copied())

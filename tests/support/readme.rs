@@ -1,0 +1,64 @@
+//! The README's recommended sandbox line, read from README.md itself, so that the tests run the
+//! line a person copies and nothing else: the block under "### The recommended sandbox line" is
+//! the elements of a JSON (and TOML) array, `"--", "/usr/bin/bwrap", …`, with `/home/me/work`
+//! standing for the files folder.
+use std::path::Path;
+
+/// The README, as built into the tests (a change to it rebuilds them).
+pub const README: &str = include_str!("../../README.md");
+
+/// The heading of the recommended line's subsection.
+pub const HEADING: &str = "### The recommended sandbox line";
+
+/// What the line writes for the files folder.
+pub const FILES_PLACEHOLDER: &str = "/home/me/work";
+
+/// The first fenced block after `heading` in the README, without its fences.
+pub fn block_after(heading: &str) -> String {
+    let at = README
+        .find(heading)
+        .unwrap_or_else(|| panic!("README.md has no `{heading}`"));
+    let rest = &README[at..];
+    let open = rest
+        .find("\n```")
+        .unwrap_or_else(|| panic!("no fenced block after `{heading}`"));
+    let body = &rest[open + 4..];
+    let body = &body[body.find('\n').unwrap_or(0) + 1..];
+    let close = body
+        .find("\n```")
+        .unwrap_or_else(|| panic!("the block after `{heading}` is not closed"));
+    body[..close].to_owned()
+}
+
+/// The recommended line's elements as the README writes them, the leading `--` included.
+pub fn recommended_elements() -> Vec<String> {
+    let block = block_after(HEADING);
+    let array = format!("[{block}]");
+    serde_json::from_str(&array).unwrap_or_else(|err| {
+        panic!("the recommended line is not a JSON array's elements: {err}\n{block}")
+    })
+}
+
+/// The recommended sandbox prefix (what follows serve's `--`) for `files`, with `extra` put
+/// right before the files folder's bind (the tests bind their helper binaries there).
+pub fn recommended_sandbox(files: &Path, extra: &[String]) -> Vec<String> {
+    let mut elements = recommended_elements();
+    assert_eq!(
+        elements.first().map(String::as_str),
+        Some("--"),
+        "the recommended line starts with `--`: {elements:?}"
+    );
+    elements.remove(0);
+    let files = files
+        .to_str()
+        .unwrap_or_else(|| panic!("test paths are UTF-8: {files:?}"));
+    let bind = elements
+        .windows(2)
+        .position(|pair| pair[0] == "--bind" && pair[1] == FILES_PLACEHOLDER)
+        .unwrap_or_else(|| panic!("the recommended line binds {FILES_PLACEHOLDER}: {elements:?}"));
+    elements.splice(bind..bind, extra.iter().cloned());
+    elements
+        .into_iter()
+        .map(|e| e.replace(FILES_PLACEHOLDER, files))
+        .collect()
+}
