@@ -191,9 +191,10 @@ impl ServeArgs {
     fn check(self) -> Result<Config, Refusal> {
         if self.sandbox.is_empty() {
             return refuse(
-                "a sandbox is required after `--` (for instance `-- bwrap --ro-bind / / --dev /dev \
-                 --proc /proc --bind <files> <files> --unshare-all --die-with-parent \
-                 --new-session --clearenv`); lnk-link-run never runs programs without one",
+                "a sandbox is required after `--` (for instance the README's recommended line, \
+                 `-- /usr/bin/bwrap --ro-bind /usr /usr ... --bind <files> <files> \
+                 --unshare-all --cap-drop ALL --die-with-parent --clearenv`); lnk-link-run \
+                 never runs programs without one",
             );
         }
         let files = required(
@@ -201,6 +202,7 @@ impl ServeArgs {
             "--files",
             "the folder the calls work in",
         )?;
+        must_be_absolute(&files, "--files")?;
         let files = canonical_folder(&files, "--files")?;
         let programs_path = required(
             self.programs_path.clone(),
@@ -283,6 +285,7 @@ impl ServeArgs {
         }
         let keep = required(self.background_keep, "--background-keep", what)?;
         let hops = required(self.hops, "--hops", what)?;
+        must_be_absolute(state, "--state")?;
         let state = absolute_state(state)?;
         if state.starts_with(files) {
             return refuse(format!(
@@ -301,13 +304,17 @@ impl ServeArgs {
             (Some(_), None) => return refuse("--way-in needs --as <agent id>: whose key signs"),
             (None, Some(_)) => return refuse("--as needs --way-in <socket>: where runs tell"),
             (Some(socket), Some(agent)) => {
+                must_be_absolute(socket, "--way-in")?;
                 if !is_agent_id(agent) {
                     return refuse(format!(
                         "--as `{agent}` is not an agent id ([A-Za-z0-9][A-Za-z0-9._-]{{0,63}})"
                     ));
                 }
                 let keyring = match &self.keyring {
-                    Some(dir) => dir.clone(),
+                    Some(dir) => {
+                        must_be_absolute(dir, "--keyring")?;
+                        dir.clone()
+                    }
                     None => default_keyring()?,
                 };
                 // Runs tell from their supervisor, and later sweeps from wherever they are
@@ -344,8 +351,8 @@ impl ServeArgs {
     }
 }
 
-/// The sandbox with its program checked, and made absolute when it is a relative path, since
-/// calls run in other working folders.
+/// The sandbox with its program resolved, once, to an absolute path (see
+/// [`resolve_sandbox_program`]): calls, records and the gate all run that path.
 fn sandbox_with_absolute_program(sandbox: &[OsString]) -> Result<Vec<OsString>, Refusal> {
     let mut sandbox = sandbox.to_vec();
     // `-- bwrap ... --clearenv --` and `-- bwrap ... --clearenv` mean the same: each call
@@ -358,48 +365,68 @@ fn sandbox_with_absolute_program(sandbox: &[OsString]) -> Result<Vec<OsString>, 
             "a sandbox is required after `--`; lnk-link-run never runs programs without one",
         );
     }
-    check_sandbox_program(&sandbox[0])?;
-    let program = Path::new(&sandbox[0]);
-    if program.as_os_str().as_encoded_bytes().contains(&b'/') && program.is_relative() {
-        match std::path::absolute(program) {
-            Ok(absolute) => sandbox[0] = absolute.into_os_string(),
-            Err(e) => return refuse(format!("the sandbox program {}: {e}", program.display())),
-        }
-    }
+    sandbox[0] = resolve_sandbox_program(&sandbox[0])?.into_os_string();
     Ok(sandbox)
 }
 
-/// The sandbox's program must exist now, so that a typo is a refusal to start rather than an
-/// error at every call.
-fn check_sandbox_program(program: &std::ffi::OsStr) -> Result<(), Refusal> {
+/// The sandbox's program as an absolute path to an executable file, found now, so that a
+/// typo is a refusal to start rather than an error at every call.
+///
+/// A bare name is looked up in the **absolute** folders of `PATH` only. Calls start in the
+/// agent's folder, and serve itself is often started in it: a `.` or empty entry of `PATH`
+/// would find the agent's own `./bwrap` there. A path with a `/` is made absolute against the
+/// folder serve starts in, since calls run in other folders.
+pub fn resolve_sandbox_program(program: &std::ffi::OsStr) -> Result<PathBuf, Refusal> {
     let path = Path::new(program);
-    let found = if program.as_encoded_bytes().contains(&b'/') {
-        crate::program::is_executable_file(path)
-    } else {
-        let search = std::env::var_os("PATH").unwrap_or_default();
-        let search = search.as_encoded_bytes();
-        search
-            .split(|b| *b == b':')
-            .filter(|folder| !folder.is_empty())
-            .any(|folder| {
-                crate::program::is_executable_file(
-                    &Path::new(std::ffi::OsStr::from_bytes(folder)).join(path),
-                )
-            })
-    };
-    if found {
-        Ok(())
-    } else {
-        refuse(format!(
-            "the sandbox program `{}` is not an executable file{}",
-            path.display(),
-            if program.as_encoded_bytes().contains(&b'/') {
-                ""
-            } else {
-                " on PATH"
-            }
-        ))
+    if program.as_encoded_bytes().contains(&b'/') {
+        let absolute = match std::path::absolute(path) {
+            Ok(absolute) => absolute,
+            Err(e) => return refuse(format!("the sandbox program {}: {e}", path.display())),
+        };
+        if !crate::program::is_executable_file(&absolute) {
+            return refuse(format!(
+                "the sandbox program `{}` is not an executable file",
+                path.display()
+            ));
+        }
+        return Ok(absolute);
     }
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    let found = search
+        .as_encoded_bytes()
+        .split(|b| *b == b':')
+        .map(|folder| Path::new(std::ffi::OsStr::from_bytes(folder)))
+        .filter(|folder| folder.is_absolute())
+        .map(|folder| folder.join(path))
+        .find(|candidate| crate::program::is_executable_file(candidate));
+    match found {
+        Some(found) => Ok(found),
+        None => refuse(format!(
+            "the sandbox program `{}` is not an executable file in an absolute folder of PATH \
+             (`.`, empty and relative entries are not searched); give its absolute path, \
+             like /usr/bin/bwrap",
+            path.display()
+        )),
+    }
+}
+
+/// Paths a host passes must be absolute: hosts start serve without a shell, so nothing expands
+/// `~`, and a relative path would land in whatever folder the host happened to start in.
+fn must_be_absolute(path: &Path, flag: &str) -> Result<(), Refusal> {
+    if path.is_absolute() {
+        return Ok(());
+    }
+    let why = if path.as_os_str().as_encoded_bytes().first() == Some(&b'~') {
+        "starts with `~`"
+    } else {
+        "is relative"
+    };
+    refuse(format!(
+        "{flag} {} {why}: MCP hosts pass arguments without a shell, so `~` is not expanded and \
+         a relative path would land in whatever folder the host starts in; give an absolute \
+         path, like /home/me/work",
+        path.display()
+    ))
 }
 
 fn canonical_folder(path: &Path, flag: &str) -> Result<PathBuf, Refusal> {
@@ -485,17 +512,25 @@ fn is_agent_id(text: &str) -> bool {
 }
 
 /// Link's keyring: `$LNK_KEYRING`, else `$XDG_CONFIG_HOME/lnk/keyring`, else
-/// `~/.config/lnk/keyring`.
+/// `~/.config/lnk/keyring`. A relative `$XDG_CONFIG_HOME` is ignored, as the XDG base
+/// directory rules say; a relative `$LNK_KEYRING` or `$HOME` is refused like a relative flag.
 fn default_keyring() -> Result<PathBuf, Refusal> {
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = non_empty("LNK_KEYRING") {
-        return Ok(PathBuf::from(dir));
+        let dir = PathBuf::from(dir);
+        must_be_absolute(&dir, "LNK_KEYRING")?;
+        return Ok(dir);
     }
-    if let Some(dir) = non_empty("XDG_CONFIG_HOME") {
-        return Ok(PathBuf::from(dir).join("lnk/keyring"));
+    if let Some(dir) = non_empty("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+    {
+        return Ok(dir.join("lnk/keyring"));
     }
     if let Some(home) = non_empty("HOME") {
-        return Ok(PathBuf::from(home).join(".config/lnk/keyring"));
+        let home = PathBuf::from(home);
+        must_be_absolute(&home, "HOME")?;
+        return Ok(home.join(".config/lnk/keyring"));
     }
     refuse("--keyring is not given and neither LNK_KEYRING, XDG_CONFIG_HOME nor HOME is set")
 }

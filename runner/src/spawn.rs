@@ -33,7 +33,8 @@ pub fn call_argv(
     argv
 }
 
-/// Starts `argv` in `cwd` as the leader of a new process group, with piped stdout and stderr,
+/// Starts `argv` in `cwd` with an empty environment, as the leader of a new process group, with
+/// piped stdout and stderr,
 /// stdin piped when `with_input` (else empty), and `SIGKILL` on the death of the calling
 /// thread. The caller must keep this thread alive until the child is reaped: the parent-death
 /// signal fires when the *thread* that spawned the child exits.
@@ -44,6 +45,10 @@ pub fn spawn(argv: &[OsString], cwd: BorrowedFd<'_>, with_input: bool) -> io::Re
     let mut command = Command::new(program);
     command
         .args(args)
+        // Nothing of serve's environment (API tokens, HOME, LNK_*) reaches the sandbox: its own
+        // process is visible inside (bwrap is pid 1 there), and its `--clearenv` clears only the
+        // program's. Variables reach programs through `--var` alone.
+        .env_clear()
         .stdin(if with_input {
             Stdio::piped()
         } else {

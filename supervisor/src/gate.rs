@@ -52,7 +52,12 @@ pub fn run(argv: &[OsString]) -> ExitCode {
             return ExitCode::from(EXEC_FAILED_EXIT);
         }
     }
-    let err = std::process::Command::new(program).args(args).exec();
+    // The sandbox starts with an empty environment, as a foreground call's does: nothing of the
+    // supervisor's (serve's, inherited) can be read from inside.
+    let err = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .exec();
     tracing::error!(%err, program = %program.to_string_lossy(), "gate: cannot run the sandbox");
     ExitCode::from(EXEC_FAILED_EXIT)
 }

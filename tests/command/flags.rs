@@ -21,6 +21,7 @@ both_sandboxes!(
     refuses_state_without_its_numbers,
     refuses_state_inside_files,
     starts_with_valid_state_flags,
+    refuses_paths_that_are_not_absolute,
 );
 
 /// The `--state` flags with every number they need.
@@ -79,9 +80,15 @@ fn without(argv: &[OsString], flag: &str) -> Vec<OsString> {
 /// Runs `lnk-link-run <argv>` and checks that it refuses to start: a non-zero exit, one line on
 /// stderr naming one of `mentions` (case-insensitive; empty = anything), an empty stdout, and no
 /// change below the test's folder.
-fn refuses(setup: &Setup, argv: &[OsString], mentions: &[&str]) {
+fn refuses(setup: &Setup, argv: &[OsString], mentions: &[&str]) -> String {
+    refuses_in(setup, argv, mentions, Path::new(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// [`refuses`], with serve started in `cwd`; returns the refusal's line.
+fn refuses_in(setup: &Setup, argv: &[OsString], mentions: &[&str], cwd: &Path) -> String {
     let before = snapshot(setup.root.path());
     let assert = assert_cmd::Command::new(link_run())
+        .current_dir(cwd)
         .args(argv)
         .env_remove("RUST_LOG")
         .write_stdin("")
@@ -105,6 +112,7 @@ fn refuses(setup: &Setup, argv: &[OsString], mentions: &[&str]) {
         snapshot(setup.root.path()),
         "a refused start wrote something: {argv:?}"
     );
+    line.to_owned()
 }
 
 fn refuses_nothing_after_separator(sandbox: Sandbox) {
@@ -267,4 +275,54 @@ fn starts_with_valid_state_flags(sandbox: Sandbox) {
     assert!(names.contains(&"command"), "{tools}");
     let result = serve.call(json!({"program": "true"}));
     assert_eq!(crate::serve::ran(&result)["exit_code"], 0, "{result}");
+}
+
+/// Hosts start serve without a shell: `~` is not expanded, and a relative path would land in
+/// whatever folder the host starts in. So `--files`, `--state`, `--keyring` and `--way-in` must
+/// be absolute, and the refusal says why. serve starts in the test's folder, where `files` and
+/// the others would be found if they were taken relative to it.
+fn refuses_paths_that_are_not_absolute(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let root = setup.root.path().to_path_buf();
+    std::fs::create_dir(root.join("state")).unwrap();
+    std::fs::create_dir(root.join("keyring")).unwrap();
+    let state = state_flags(&setup.path("state"));
+    let way_in = path_str(&setup.path("way-in.sock"));
+    let keyring = path_str(&setup.path("keyring"));
+    for bad in ["files", "./files", "~/files", "~"] {
+        let mut argv = without(&setup.serve().argv(), "--files");
+        argv.splice(1..1, ["--files".into(), bad.into()]);
+        check_not_absolute(&setup, &argv, "--files", bad);
+    }
+    for bad in ["state", "~/.local/state/lnk/agent-1"] {
+        let mut flags = state.clone();
+        flags[1] = bad.to_owned();
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        check_not_absolute(&setup, &setup.serve().flags(&flags).argv(), "--state", bad);
+    }
+    for bad in ["way-in.sock", "~/way-in.sock"] {
+        let mut flags: Vec<&str> = state.iter().map(String::as_str).collect();
+        flags.extend(["--way-in", bad, "--as", "agent-1", "--keyring", &keyring]);
+        check_not_absolute(&setup, &setup.serve().flags(&flags).argv(), "--way-in", bad);
+    }
+    for bad in ["keyring", "~/.config/lnk/keyring"] {
+        let mut flags: Vec<&str> = state.iter().map(String::as_str).collect();
+        flags.extend(["--way-in", &way_in, "--as", "agent-1", "--keyring", bad]);
+        check_not_absolute(
+            &setup,
+            &setup.serve().flags(&flags).argv(),
+            "--keyring",
+            bad,
+        );
+    }
+}
+
+fn check_not_absolute(setup: &Setup, argv: &[OsString], flag: &str, bad: &str) {
+    let line = refuses_in(setup, argv, &[flag], setup.root.path());
+    for word in [flag, bad, "absolute", "shell", "`~`"] {
+        assert!(
+            line.contains(word),
+            "the refusal of {flag} {bad} does not say {word:?}: {line}"
+        );
+    }
 }

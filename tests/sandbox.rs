@@ -1,0 +1,35 @@
+//! The sandbox's side of Link Run against a hostile agent (issue 8): what serve does itself (it
+//! resolves the sandbox program once, through absolute `PATH` folders only, and starts the
+//! sandbox with an empty environment), and, each attack first reproduced as a real process, that
+//! it now fails. Each test body runs through the pass-through prefix and under bubblewrap with the
+//! README's recommended line (`name::bwrap`, skipped with a line on stderr when `bwrap` is
+//! missing, failing then with `LNK_REQUIRE_SANDBOX=1`).
+//!
+//! Run: `cargo build --workspace && cargo test -p lnk-tests --test sandbox`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The shared support: this file uses only part of it.
+#[allow(dead_code)]
+#[path = "support/procs.rs"]
+mod procs;
+#[allow(dead_code)]
+#[path = "support/readme.rs"]
+mod readme;
+#[allow(dead_code)]
+#[path = "support/sandbox.rs"]
+mod sandbox;
+#[allow(dead_code)]
+#[path = "support/serve.rs"]
+mod serve;
+
+/// Background runs' support, shared with `tests/background.rs`.
+#[allow(dead_code)]
+#[path = "background/runs.rs"]
+mod runs;
+
+/// Nothing of serve's environment reaches a call's or a run's sandbox.
+#[path = "sandbox/environment.rs"]
+mod environment;
+/// The sandbox program is found once, never in the agent's folder.
+#[path = "sandbox/lookup.rs"]
+mod lookup;
