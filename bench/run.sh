@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds Link Run and its benchmark in release mode and runs the benchmarks.
+# Builds Link Run and its benchmark (the release code, with line tables: the `profiling`
+# profile) and runs the benchmarks.
 #
 #   bench/run.sh                         both: `lnk-bench foreground`, then `lnk-bench background`
 #   bench/run.sh foreground [options]    one of them, with its options
@@ -21,8 +22,9 @@ case "$which" in
         exit 2
         ;;
 esac
-cargo build --release -p lnk-link-run -p lnk-link-supervise -p lnk-tests -p lnk-bench
-bench="${CARGO_TARGET_DIR:-target}/release/lnk-bench"
+# The profiling profile is the release build with line tables (see Cargo.toml).
+cargo build --profile profiling -p lnk-link-run -p lnk-link-supervise -p lnk-tests -p lnk-bench
+bench="${CARGO_TARGET_DIR:-target}/profiling/lnk-bench"
 if [[ "$which" == all ]]; then
     "$bench" foreground
     echo

@@ -51,7 +51,11 @@ fn skip(require_var: &str, why: &str) {
         !required(require_var),
         "{why}, and {require_var}=1 requires this test to run"
     );
-    eprintln!("skipped: {why} (set {require_var}=1 to make this a failure)");
+    // Not `eprintln!`, which the test harness captures and shows only for a failure: a
+    // person running `cargo test` must see that the conformance run did not happen.
+    let line =
+        format!("skipped: conformance: {why} (set {require_var}=1 to make this a failure)\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 /// The Python that has the SDK, or why there is none.

@@ -14,7 +14,7 @@ pub fn sibling(name: &str) -> Result<PathBuf> {
         .join(name);
     if !path.is_file() {
         bail!(
-            "{} is missing; build it first: cargo build --release -p lnk-link-run \
+            "{} is missing; build it first: cargo build --profile profiling -p lnk-link-run \
              -p lnk-link-supervise -p lnk-tests -p lnk-bench (bench/run.sh does)",
             path.display()
         );

@@ -48,7 +48,9 @@ impl Sandbox {
                 panic!("LNK_REQUIRE_SANDBOX=1 but {why}")
             }
             Err(why) => {
-                eprintln!("skipped: {why}");
+                say_skipped(&format!(
+                    "{why} (set LNK_REQUIRE_SANDBOX=1 to make this a failure)"
+                ));
                 false
             }
         }
@@ -123,3 +125,15 @@ macro_rules! both_sandboxes {
     };
 }
 pub(crate) use both_sandboxes;
+
+/// Says on the terminal that a test was skipped, and why. `eprintln!` would be captured with the
+/// test's output and shown only if it failed; a write to the stderr handle is not captured, so
+/// a person running `cargo test` sees every skip.
+pub fn say_skipped(why: &str) {
+    use std::io::Write;
+    let line = format!(
+        "skipped: {}: {why}\n",
+        std::thread::current().name().unwrap_or("a test")
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
