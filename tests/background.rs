@@ -48,3 +48,6 @@ mod lifecycle;
 /// `list` a page at a time: order, `before`/`next`, the state filter, refusals.
 #[path = "background/pages.rs"]
 mod pages;
+/// Nothing per run in serve; a start never refused because a lock is being tested.
+#[path = "background/scale.rs"]
+mod scale;

@@ -366,13 +366,11 @@ pub fn temp_name() -> Result<String, Error> {
     Ok(format!("{TEMP_PREFIX}{}", random_token(TEMP_RANDOM_LEN)?))
 }
 
-/// A fresh name for a rotation's temporary file in `background/`: `.tmp-<id>-<random>`.
+/// The name of a rotation's temporary file in `background/`: `.tmp-<id>-next`. One per run
+/// (only the run's supervisor rotates), so that removing a run removes it by name, without
+/// reading the folder (which holds every run's output).
 pub fn rotation_temp_name(id: &RunId) -> Result<String, Error> {
-    Ok(format!(
-        "{}-{}",
-        rotation_temp_prefix(id),
-        random_token(TEMP_RANDOM_LEN)?
-    ))
+    Ok(format!("{}-next", rotation_temp_prefix(id)))
 }
 
 /// `.tmp-<id>`: what every rotation temporary of run `id` starts with (followed by `-`).

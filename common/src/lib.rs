@@ -138,6 +138,7 @@ pub mod lock;
 pub mod proc_info;
 pub mod record;
 pub mod safe_open;
+pub mod slot;
 pub mod status;
 pub mod summary;
 pub mod time;

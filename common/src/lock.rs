@@ -84,6 +84,9 @@ const POLL_MAX: Duration = Duration::from_millis(50);
 pub struct LockGuard {
     file: File,
     path: PathBuf,
+    /// The run's slot ([`crate::slot`]), when the supervisor was handed one: held as long as
+    /// the lock.
+    slot: Option<File>,
 }
 
 /// What testing a run's lock found.
@@ -119,6 +122,7 @@ pub fn create_locked(state: &StateDir, id: &RunId) -> Result<LockGuard, Error> {
     Ok(LockGuard {
         file,
         path: final_path,
+        slot: None,
     })
 }
 
@@ -139,7 +143,11 @@ pub fn try_lock_existing(state: &StateDir, id: &RunId) -> Result<LockState, Erro
     if !same_file(&file, &path)? {
         return Ok(LockState::Missing);
     }
-    Ok(LockState::Free(LockGuard { file, path }))
+    Ok(LockState::Free(LockGuard {
+        file,
+        path,
+        slot: None,
+    }))
 }
 
 /// Waits up to `timeout` for run `id`'s lock, polling; `None` if there is no lock file.
@@ -181,25 +189,57 @@ impl LockGuard {
             return Err(Error::NotTheLock { path });
         }
         match file.try_lock() {
-            Ok(()) => Ok(LockGuard { file, path }),
+            Ok(()) => Ok(LockGuard {
+                file,
+                path,
+                slot: None,
+            }),
             Err(std::fs::TryLockError::WouldBlock) => Err(Error::LockHeldElsewhere { path }),
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io(Op::Lock, path, e)),
         }
     }
 
-    /// [`adopt`](Self::adopt) for the lock the supervisor received as its stdin.
+    /// [`adopt`](Self::adopt) for the lock the supervisor received as its stdin, with the
+    /// run's slot it received as its stdout ([`crate::slot`]), when that is one.
     ///
     /// Duplicates fd 0 to a new `O_CLOEXEC` descriptor, adopts it, then points fd 0 at
-    /// `/dev/null` — so no child can inherit the lock through stdin. On error fd 0 is untouched.
+    /// `/dev/null` — so no child can inherit the lock through stdin. The same for a slot on fd
+    /// 1 (its flock taken again, which succeeds on the description that holds it), which the
+    /// guard then holds with the lock. On error fd 0 is untouched.
     pub fn adopt_stdin(state: &StateDir, id: &RunId) -> Result<LockGuard, Error> {
         let stdin_path = Path::new("/dev/stdin");
         let fd = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdin(), 3)
             .map_err(|e| Error::io(Op::Descriptor, stdin_path, e))?;
-        let guard = Self::adopt(state, id, File::from(fd))?;
-        let null = rustix::fs::open("/dev/null", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        let mut guard = Self::adopt(state, id, File::from(fd))?;
+        let null = rustix::fs::open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| Error::io(Op::Open, "/dev/null", e))?;
         rustix::stdio::dup2_stdin(&null).map_err(|e| Error::io(Op::Descriptor, stdin_path, e))?;
+        if crate::slot::is_slot(state, &rustix::stdio::stdout()) {
+            let stdout_path = Path::new("/dev/stdout");
+            let slot = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stdout(), 3)
+                .map_err(|e| Error::io(Op::Descriptor, stdout_path, e))?;
+            let slot = File::from(slot);
+            match slot.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::LockHeldElsewhere {
+                        path: stdout_path.to_owned(),
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(Error::io(Op::Lock, stdout_path, e));
+                }
+            }
+            rustix::stdio::dup2_stdout(&null)
+                .map_err(|e| Error::io(Op::Descriptor, stdout_path, e))?;
+            guard.slot = Some(slot);
+        }
         Ok(guard)
+    }
+
+    /// Whether the guard holds a slot as well (a supervisor started by a `start` that took one).
+    pub fn holds_slot(&self) -> bool {
+        self.slot.is_some()
     }
 
     /// The lock file's path.
@@ -247,14 +287,30 @@ impl StartLock {
         Ok(StartLock { _file: file })
     }
 
-    /// Takes `start.lock`, giving up with [`Error::LockTimeout`] after `timeout`.
+    /// Takes `start.lock` exclusively (`stop`/`remove --state`: no start may run meanwhile),
+    /// giving up with [`Error::LockTimeout`] after `timeout`.
     pub fn take_within(state: &StateDir, timeout: Duration) -> Result<StartLock, Error> {
+        Self::take_polling(state, timeout, File::try_lock)
+    }
+
+    /// Takes `start.lock` shared, as a start does: starts never wait for each other (the cap
+    /// is kept by [`crate::slot`]), only for a `stop`/`remove --state` that holds it
+    /// exclusively. Gives up with [`Error::LockTimeout`] after `timeout`.
+    pub fn take_shared_within(state: &StateDir, timeout: Duration) -> Result<StartLock, Error> {
+        Self::take_polling(state, timeout, File::try_lock_shared)
+    }
+
+    fn take_polling(
+        state: &StateDir,
+        timeout: Duration,
+        try_lock: fn(&File) -> Result<(), std::fs::TryLockError>,
+    ) -> Result<StartLock, Error> {
         let path = state.start_lock();
         let file = open_start_lock(&path)?;
         let start = Instant::now();
         let mut pause = POLL_FIRST;
         loop {
-            match file.try_lock() {
+            match try_lock(&file) {
                 Ok(()) => return Ok(StartLock { _file: file }),
                 Err(std::fs::TryLockError::WouldBlock) => {}
                 Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(Op::Lock, path, e)),

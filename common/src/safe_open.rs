@@ -28,7 +28,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, FileKind, Op, shown};
 use crate::id::RunId;
-use crate::layout::{BACKGROUND_DIR, output_file_name, rotation_temp_name, rotation_temp_prefix};
+use crate::layout::{BACKGROUND_DIR, output_file_name, rotation_temp_name};
 
 /// Mode of the background folder: only the owner (the supervisor's and the agent's user).
 const BACKGROUND_DIR_MODE: u32 = 0o700;
@@ -178,10 +178,21 @@ impl BackgroundDir {
 
     /// Creates a rotation's new file, `.tmp-<id>-<random>`, open for reading and writing (not
     /// `O_APPEND`: `copy_file_range` refuses such a target; its writes follow the copy).
+    ///
+    /// Its name is the run's one rotation name ([`rotation_temp_name`]): whatever is there
+    /// already (a rotation cut short, or the agent's) is unlinked first.
     pub fn create_rotation_temp(&self, id: &RunId) -> Result<RotationTemp, Error> {
         let name = rotation_temp_name(id)?;
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL;
-        let file = self.open_regular(&name, flags, Op::Create)?;
+        let file = match self.open_regular(&name, flags, Op::Create) {
+            Err(Error::Io { source, .. })
+                if source.raw_os_error() == Some(Errno::EXIST.raw_os_error()) =>
+            {
+                self.remove_name(&name)?;
+                self.open_regular(&name, flags, Op::Create)?
+            }
+            other => other?,
+        };
         Ok(RotationTemp { file, name })
     }
 
@@ -236,7 +247,8 @@ impl BackgroundDir {
         })
     }
 
-    /// Removes `<id>.out` and any rotation temporary of run `id`; whether `<id>.out` existed.
+    /// Removes `<id>.out` and run `id`'s rotation temporary, by name (the folder is never
+    /// read, so removing runs one after another stays linear); whether `<id>.out` existed.
     pub fn remove_output(&self, id: &RunId) -> Result<bool, Error> {
         let existed = match self.remove_name(&output_file_name(id)) {
             Ok(()) => true,
@@ -247,25 +259,14 @@ impl BackgroundDir {
         Ok(existed)
     }
 
-    /// Removes every `.tmp-<id>-*` in the folder (a rotation cut short); how many were removed.
+    /// Removes run `id`'s rotation temporary (a rotation cut short), by name; how many were
+    /// removed (0 or 1).
     pub fn remove_rotation_leftovers(&self, id: &RunId) -> Result<usize, Error> {
-        let prefix = format!("{}-", rotation_temp_prefix(id));
-        let list_error = |e: Errno| Error::io(Op::List, &self.path, e);
-        let mut removed = 0;
-        for entry in rustix::fs::Dir::read_from(&self.fd).map_err(list_error)? {
-            let entry = entry.map_err(list_error)?;
-            let Ok(name) = entry.file_name().to_str() else {
-                continue;
-            };
-            if name.starts_with(&prefix) {
-                match self.remove_name(name) {
-                    Ok(()) => removed += 1,
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e),
-                }
-            }
+        match self.remove_name(&rotation_temp_name(id)?) {
+            Ok(()) => Ok(1),
+            Err(e) if e.is_not_found() => Ok(0),
+            Err(e) => Err(e),
         }
-        Ok(removed)
     }
 
     /// The folder handle, for calls this type does not offer (always relative to it).

@@ -343,6 +343,8 @@ fn removing_an_output_removes_only_that_runs_leftovers() {
         .files
         .join("background")
         .join(rotation_temp_name(&id).unwrap());
+    assert_eq!(planted.file_name().unwrap(), mine.name());
+    fs::remove_file(&planted).unwrap();
     symlink(w.secret(), &planted).unwrap();
 
     assert!(bg.remove_output(&id).unwrap());

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use crate::background::FinishedRuns;
 use crate::call::CallControl;
 use crate::config::Config;
 use crate::protocol::Era;
@@ -16,18 +15,12 @@ pub struct Toolbox {
     pub config: Config,
     /// The watchdog that kills calls' groups should `serve` die.
     pub watchdog: Option<Watchdog>,
-    /// Background runs a `start` found finished for good.
-    pub finished_runs: FinishedRuns,
 }
 
 impl Toolbox {
     /// The toolbox of a server started with `config`.
     pub fn new(config: Config, watchdog: Option<Watchdog>) -> Self {
-        Self {
-            config,
-            watchdog,
-            finished_runs: FinishedRuns::default(),
-        }
+        Self { config, watchdog }
     }
 }
 
@@ -35,8 +28,6 @@ impl Toolbox {
 pub struct ToolContext<'a> {
     /// The checked flags.
     pub config: &'a Config,
-    /// Background runs a `start` found finished for good.
-    pub finished_runs: &'a FinishedRuns,
     /// The watchdog, when there is one.
     pub watchdog: Option<&'a Watchdog>,
     /// The revision the call is served at.
@@ -58,7 +49,6 @@ impl<'a> ToolContext<'a> {
     ) -> Self {
         Self {
             config: &toolbox.config,
-            finished_runs: &toolbox.finished_runs,
             watchdog: toolbox.watchdog.as_ref(),
             era,
             control,

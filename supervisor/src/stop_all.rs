@@ -66,6 +66,7 @@ pub fn remove(path: &Path) -> Result<()> {
             remove_name(&state.log(id))?;
         }
     }
+    remove_folder(&state.path().join(lnk_common::slot::SLOTS_DIR))?;
     remove_name(&state.sweep_log())?;
     remove_name(&state.start_lock())?;
     drop(start);
@@ -196,6 +197,24 @@ fn take_run_lock(state: &StateDir, id: &RunId) -> Result<Option<LockGuard>> {
         Err(e) => bail!(
             "run {id} did not end, even after killing the {killed} processes that held its lock: {e}"
         ),
+    }
+}
+
+/// Removes a folder of the state folder's own (slots, indexes) and the files in it.
+fn remove_folder(dir: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+        remove_name(&entry.path())?;
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", dir.display())),
     }
 }
 

@@ -171,3 +171,82 @@ fn stop_state_ends_a_frozen_supervisor(sandbox: Sandbox) {
     let record = t.bg.record(&id).unwrap();
     assert_eq!(record["status"]["state"], "lost", "{record}");
 }
+
+/// Writes `n` ended, told runs shaped like `template` (a real record): a record, a lock file
+/// and an output file each, as a folder that kept thousands of runs would hold.
+fn fabricate(t: &Tell, template: &serde_json::Value, n: usize) -> Vec<String> {
+    let background = t.bg.setup.files.join("background");
+    let mut record = template.clone();
+    (0..n)
+        .map(|i| {
+            let id = format!("fab{i:017}");
+            record["id"] = json!(id);
+            record["output"]["file"] = serde_json::Value::Null;
+            record["telling"]["told"] = json!(true);
+            std::fs::write(t.bg.record_path(&id), serde_json::to_vec(&record).unwrap()).unwrap();
+            std::fs::write(t.state().join(format!("{id}.lock")), b"").unwrap();
+            std::fs::write(background.join(format!("{id}.out")), b"output\n").unwrap();
+            id
+        })
+        .collect()
+}
+
+/// `lnk-link-supervise <verb> --state <state>` with at most `fds` descriptors open.
+fn under_ulimit(t: &Tell, verb: &str, fds: u32) -> crate::disk::CliOut {
+    let script = format!("ulimit -n {fds} && exec \"$0\" {verb} --state \"$1\"",);
+    let supervise = path_str(&crate::runs::link_supervise());
+    let state = path_str(t.state());
+    supervise_cli_via_sh(&script, &supervise, &state)
+}
+
+fn supervise_cli_via_sh(script: &str, supervise: &str, state: &str) -> crate::disk::CliOut {
+    let out = std::process::Command::new("sh")
+        .args(["-c", script, supervise, state])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    crate::disk::CliOut {
+        status: out.status,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn stop_and_remove_state_handle_thousands_of_runs_under_a_low_ulimit() {
+    const KEPT: usize = 2000;
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let ended = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo done"]}),
+    );
+    let template = t.wait_done(&ended);
+    let ids = fabricate(&t, &template, KEPT);
+    let mark = t.bg.marker();
+    let live = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+
+    let out = under_ulimit(&t, "stop", 64);
+    assert!(out.status.success(), "stop --state failed: {}", out.stderr);
+    wait_gone(&mark, Duration::from_secs(5));
+    wait_no_supervisor(&live, Duration::from_secs(5));
+    assert_eq!(t.bg.record(&live).unwrap()["status"]["state"], "stopped");
+    assert!(
+        t.bg.record(&ids[KEPT - 1]).is_some(),
+        "stop removed a kept run"
+    );
+
+    let out = under_ulimit(&t, "remove", 64);
+    assert!(
+        out.status.success(),
+        "remove --state failed: {}",
+        out.stderr
+    );
+    assert!(!exists(t.state()), "{} names left", names(t.state()).len());
+    let left: Vec<String> = names(&t.bg.setup.files.join("background"))
+        .into_iter()
+        .filter(|n| n.ends_with(".out"))
+        .collect();
+    assert!(left.is_empty(), "{} output files stay", left.len());
+}

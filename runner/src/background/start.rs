@@ -1,16 +1,15 @@
-//! `start`: checks a call as `command` does, then, under `start.lock`, counts the running
-//! runs, creates the run's lock (locked) and record, and hands the lock to a new
-//! `lnk-link-supervise supervise` in a session of its own.
+//! `start`: checks a call as `command` does, then, under `start.lock` (shared), takes a free
+//! slot (the cap: see `lnk_common::slot`), creates the run's lock (locked) and record, and
+//! hands the lock and the slot to a new `lnk-link-supervise supervise` in a session of its own.
 
-use std::collections::HashSet;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 
 use lnk_common::id::{AgentId, RunId};
 use lnk_common::layout::StateDir;
-use lnk_common::lock::{self, LockState, StartLock};
+use lnk_common::lock::{self, StartLock};
 use lnk_common::record::{FileId, Launch, Limits, Program, Record, TellTo};
 use lnk_common::safe_open::FilesDir;
+use lnk_common::slot::Slot;
 use lnk_common::status::Status;
 use lnk_common::time::{UnixMs, duration_to_ms};
 use serde_json::{Map, Value, json};
@@ -28,12 +27,6 @@ pub const META_HOPS: &str = "link.local/hops";
 /// How long a start waits for `start.lock` (held only while another start counts and writes).
 const START_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Background runs whose lock a `start` found free: finished for good, since a supervisor
-/// never takes its lock again, so their locks are not tried again (a state folder keeps
-/// ended runs for their keep, possibly thousands).
-#[derive(Debug, Default)]
-pub struct FinishedRuns(Mutex<HashSet<RunId>>);
-
 /// The `start` tool.
 pub fn start(
     ctx: &ToolContext<'_>,
@@ -42,7 +35,7 @@ pub fn start(
     meta: Option<&Map<String, Value>>,
 ) -> Answer {
     match prepare(ctx.config, background, arguments, meta)
-        .and_then(|launch| launch_run(ctx.finished_runs, background, launch))
+        .and_then(|launch| launch_run(background, launch))
     {
         Ok(answer) | Err(answer) => answer,
     }
@@ -145,11 +138,7 @@ fn prepare(
 }
 
 /// Counts, creates and hands over, under `start.lock`.
-fn launch_run(
-    finished: &FinishedRuns,
-    background: &Background,
-    launch: Launch,
-) -> Result<Answer, Answer> {
+fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer> {
     let state = StateDir::new(&background.state);
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         tracing::error!("{what}: {err}");
@@ -163,17 +152,18 @@ fn launch_run(
              rename what is there"
         ))
     })?;
-    let _start_lock = StartLock::take_within(&state, START_LOCK_WAIT)
+    // Shared: starts do not wait for each other, only for a `stop`/`remove --state`.
+    let _start_lock = StartLock::take_shared_within(&state, START_LOCK_WAIT)
         .map_err(|e| failed("taking start.lock", &e))?;
-    let running =
-        count_running(&state, finished).map_err(|e| failed("counting the running runs", &e))?;
-    if running >= u64::from(background.max_running) {
+    let Some(slot) = Slot::take(&state, background.max_running)
+        .map_err(|e| failed("taking a slot for the run", &e))?
+    else {
         return Err(Answer::refusal(format!(
-            "{running} background runs are running and the limit is {}; stop one (`list`, \
-             `stop`) or wait for one to end",
+            "{} background runs are running, the limit; stop one (`list`, `stop`) or wait for \
+             one to end",
             background.max_running
         )));
-    }
+    };
     let id = RunId::generate().map_err(|e| failed("making an id", &e))?;
     let lock =
         lock::create_locked(&state, &id).map_err(|e| failed("creating the run's lock", &e))?;
@@ -205,7 +195,7 @@ fn launch_run(
         .arg("--state")
         .arg(&background.state)
         .stdin(Stdio::from(lock.into_file()))
-        .stdout(Stdio::null())
+        .stdout(Stdio::from(slot.into_file()))
         .stderr(detached::log(&state, &state.log(&id)));
     if let Err(err) = detached::spawn(&mut command, "supervisor") {
         record.status = Status::Lost {
@@ -227,33 +217,6 @@ fn launch_run(
         text,
         json!({"id": id.as_str(), "output": output}),
     ))
-}
-
-/// How many runs are running: those whose lock is held (by their supervisor). A lock found
-/// free once stays free — a supervisor never takes its lock again — so `finished` remembers
-/// those runs and their locks are not tried again (a state folder keeps ended runs for their
-/// keep, possibly thousands).
-fn count_running(
-    state: &StateDir,
-    finished: &FinishedRuns,
-) -> Result<u64, lnk_common::error::Error> {
-    let listing = state.list()?;
-    let mut finished = crate::sync::lock(&finished.0);
-    finished.retain(|id| listing.runs.contains_key(id));
-    let mut running = 0;
-    for id in listing.runs.keys() {
-        if finished.contains(id) {
-            continue;
-        }
-        match lock::try_lock_existing(state, id)? {
-            LockState::Held => running += 1,
-            LockState::Free(_) => {
-                finished.insert(id.clone());
-            }
-            LockState::Missing => {}
-        }
-    }
-    Ok(running)
 }
 
 #[cfg(test)]
