@@ -190,3 +190,57 @@ fn shutdown_on_sigterm(sandbox: Sandbox) {
 fn shutdown_on_sigint(sandbox: Sandbox) {
     shutdown_case(sandbox, |serve| serve.signal(Signal::INT));
 }
+
+/// A cancellation that serve has read is never answered, however it races the call's end:
+/// thousands of short calls, each cancelled at once and followed by a `ping`. serve reads its
+/// input in order, so by the time it answers the ping it has read the cancellation; an answer
+/// to the call written after the ping's answer is an answer to a call it knew was cancelled.
+/// (An answer before the ping's may have been queued before the cancellation was read: the
+/// two crossed on the wire, which no server can prevent.)
+#[test]
+fn a_cancellation_read_before_the_answer_always_wins() {
+    const CALLS: usize = 2000;
+    const AT_ONCE: usize = 40;
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().start();
+    let mut triples = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS / AT_ONCE {
+        let mut pings = Vec::with_capacity(AT_ONCE);
+        for _ in 0..AT_ONCE {
+            let call = serve.send_call(json!({"program": "true"}), None);
+            serve.send(&json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": call, "reason": "raced on purpose"},
+            }));
+            let ping = serve.send_request("ping", json!({}));
+            pings.push(ping);
+            triples.push((call, ping));
+        }
+        for ping in pings {
+            ok(&serve.response(&json!(ping), ANSWER));
+        }
+    }
+    // Whatever the calls would still answer comes within the leftover grace.
+    let last = serve.send_call(json!({"program": "sleep", "args": ["1.2"]}), None);
+    ok(&serve.response(&json!(last), ANSWER));
+    let inbox = serve.inbox().to_vec();
+    let place = |id: i64| {
+        inbox
+            .iter()
+            .position(|m| m["id"] == id && (m.get("result").is_some() || m.get("error").is_some()))
+    };
+    let mut answered_before = 0;
+    for (call, ping) in triples {
+        let ping_at = place(ping).unwrap_or_else(|| panic!("ping {ping} is answered"));
+        if let Some(call_at) = place(call) {
+            assert!(
+                call_at < ping_at,
+                "call {call} was answered after serve had read its cancellation: {}",
+                inbox[call_at]
+            );
+            answered_before += 1;
+        }
+    }
+    eprintln!("{answered_before} of {CALLS} calls ended before their cancellation was read");
+}
