@@ -336,3 +336,31 @@ fn closing_stdin_ends_serve_even_when_the_client_stopped_reading() {
     };
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn a_client_that_closes_stdin_but_still_reads_gets_every_answer() {
+    use std::io::{BufRead, BufReader, Write};
+    let files = tempfile::tempdir().unwrap();
+    let mut serve = serve_piped(files.path());
+    let mut stdin = serve.stdin.take().unwrap();
+    const REQUESTS: usize = 3000;
+    // All requests, then stdin closed, while the answers are still being read, slowly: serve
+    // must not take the closed stdin for a client that reads no more.
+    let writer = std::thread::spawn(move || {
+        for id in 0..REQUESTS {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            writeln!(stdin, "{line}").unwrap();
+        }
+    });
+    let mut answered = 0;
+    for line in BufReader::new(serve.stdout.take().unwrap()).lines() {
+        line.unwrap();
+        answered += 1;
+        if answered % 2 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    writer.join().unwrap();
+    assert_eq!(answered, REQUESTS);
+    assert!(serve.wait().unwrap().success());
+}
