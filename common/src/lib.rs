@@ -136,6 +136,7 @@ pub mod id;
 pub mod layout;
 pub mod lock;
 pub mod proc_info;
+pub mod reaper;
 pub mod record;
 pub mod safe_open;
 pub mod slot;

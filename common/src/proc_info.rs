@@ -119,6 +119,68 @@ pub fn parse_start_time(stat: &str) -> Option<u64> {
         .ok()
 }
 
+/// The fields of a `/proc/<pid>/stat` line that say whose a process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Field 3: `R`, `S`, `D`, `Z` (zombie), `X` (dead), …
+    pub state: u8,
+    /// Field 4: the parent's pid.
+    pub ppid: i32,
+    /// Field 5: the process group id.
+    pub pgrp: i32,
+    /// Field 6: the session id.
+    pub session: i32,
+    /// Field 22: the start time, clock ticks after boot.
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Parses a `/proc/<pid>/stat` line. Fields are counted after the **last** `)`, since the
+    /// command name (field 2) may hold spaces and parentheses.
+    pub fn parse(stat: &[u8]) -> Option<Stat> {
+        let after = stat.iter().rposition(|b| *b == b')')?;
+        let rest = std::str::from_utf8(&stat[after + 1..]).ok()?;
+        let mut fields = rest.split_ascii_whitespace();
+        let state = *fields.next()?.as_bytes().first()?;
+        let ppid = fields.next()?.parse().ok()?;
+        let pgrp = fields.next()?.parse().ok()?;
+        let session = fields.next()?.parse().ok()?;
+        // Fields 7 to 21 lie between the session and the start time.
+        let start_time = fields
+            .nth(STARTTIME_FIELD - FIRST_FIELD_AFTER_COMM - 4)?
+            .parse()
+            .ok()?;
+        Some(Stat {
+            state,
+            ppid,
+            pgrp,
+            session,
+            start_time,
+        })
+    }
+
+    /// Reads process `pid`'s line; `None` when there is no such process (or it cannot be read).
+    pub fn of(pid: i32) -> Option<Stat> {
+        Stat::parse(&fs::read(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Whether the process has ended (a zombie, or dead).
+    pub fn is_dead(&self) -> bool {
+        self.state == b'Z' || self.state == b'X'
+    }
+}
+
+/// Every pid in `/proc` (processes, not threads), in no particular order.
+pub fn all_pids() -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
 /// What is at a recorded pid now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Liveness {
@@ -287,6 +349,36 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<ProcessId>("4321").unwrap().get(),
             4321
+        );
+    }
+
+    #[test]
+    fn parses_the_fields_that_say_whose_a_process_is() {
+        let line = format!("77 ((x) y) {STAT_TAIL}");
+        let stat = Stat::parse(line.as_bytes()).unwrap();
+        assert_eq!(
+            stat,
+            Stat {
+                state: b'S',
+                ppid: 1,
+                pgrp: 2,
+                session: 3,
+                start_time: 424242
+            }
+        );
+        assert!(!stat.is_dead());
+        assert!(Stat::parse(b"12 (x) S 1 2").is_none());
+        let me = Stat::of(ProcessId::this().unwrap().get()).unwrap();
+        assert_eq!(
+            me.start_time,
+            start_time(ProcessId::this().unwrap()).unwrap().unwrap()
+        );
+        assert_eq!(
+            me.session,
+            rustix::process::getsid(None)
+                .unwrap()
+                .as_raw_nonzero()
+                .get()
         );
     }
 

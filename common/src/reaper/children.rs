@@ -1,0 +1,97 @@
+//! A child subreaper's children: listing them, reaping the dead, and killing all of them.
+//!
+//! Only **children** are ever signalled by pid: a child's pid cannot be reused until its parent
+//! reaps it, so a signal to it cannot reach anyone else. Deeper descendants are reached when
+//! their parent dies: as a child subreaper (`PR_SET_CHILD_SUBREAPER`), this process inherits
+//! them, so killing "everything" is killing every child, over and over, until none is left.
+
+use std::io;
+
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitOptions, kill_process, waitid};
+
+/// Makes the calling process a child subreaper: orphans among its descendants become its
+/// children instead of init's.
+pub fn become_subreaper() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    Ok(())
+}
+
+/// The calling process's children, zombies included, read from
+/// `/proc/self/task/<tid>/children` for each of its threads; a scan of `/proc` by parent pid
+/// where the kernel has no such file.
+pub fn children() -> io::Result<Vec<Pid>> {
+    let mut found = Vec::new();
+    let tasks = std::fs::read_dir("/proc/self/task")?;
+    for task in tasks {
+        let task = task?;
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(text) => found.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|pid| pid.parse().ok())
+                    .filter_map(Pid::from_raw),
+            ),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return children_by_scan(),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(found)
+}
+
+/// The children of this process from a scan of `/proc/<pid>/stat` (field 4, the parent).
+fn children_by_scan() -> io::Result<Vec<Pid>> {
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if crate::proc_info::Stat::parse(&stat).is_some_and(|s| s.ppid == me) {
+            found.extend(Pid::from_raw(pid));
+        }
+    }
+    Ok(found)
+}
+
+/// Reaps `pid` if it is a zombie child; whether it was.
+pub fn reap_if_dead(pid: Pid) -> bool {
+    matches!(
+        rustix::process::waitpid(Some(pid), WaitOptions::NOHANG),
+        Ok(Some(_)) | Err(Errno::CHILD)
+    )
+}
+
+/// Sends `signal` to a child (a pid that cannot have been reused: it is not reaped yet).
+pub fn signal_child(pid: Pid, signal: Signal) {
+    // ESRCH cannot happen for an unreaped child; any error means there is nothing to signal.
+    let _ = kill_process(pid, signal);
+}
+
+/// Kills every child with SIGKILL and reaps it, again and again, until this process has no
+/// children left; what each one leaves is reparented here (a child subreaper) and is killed in
+/// the next round. Blocks until the last one has died. How many were killed.
+///
+/// For a process that has nothing else to wait for: the supervisor, after its gate ended.
+pub fn kill_all_children() -> io::Result<usize> {
+    let mut signalled = std::collections::HashSet::new();
+    loop {
+        for child in children()? {
+            // Again each round: a second SIGKILL to a dying child does nothing.
+            signal_child(child, Signal::KILL);
+            signalled.insert(child);
+        }
+        match waitid(WaitId::All, WaitIdOptions::EXITED) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(Errno::CHILD) => return Ok(signalled.len()),
+            Err(err) => return Err(err.into()),
+        }
+    }
+}

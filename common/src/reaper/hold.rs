@@ -1,0 +1,100 @@
+//! Test hooks that stop a call or a run at one step of its start, so that a test can kill a
+//! process exactly there (rather than hope a random moment hits it) and check that nothing is
+//! left. Inert unless `LNK_HOLD` is set; nothing sets it but the tests.
+//!
+//! `LNK_HOLD=<step>=<path>` in the environment of `serve` holds every call that reaches `<step>`
+//! there for good: the process at that step creates `<path>` (so the test knows it is there)
+//! and then waits for a signal, never going on.
+//!
+//! | step | who holds, and where |
+//! |---|---|
+//! | `call-reaper` | a call's reaper: set up (signals, subreaper), before it forks the sandbox |
+//! | `call-exec` | a call's sandbox process: forked, in its own group, before it execs the sandbox |
+//!
+//! (`LNK_SUPERVISE_HOLD_GATE=<path>`, older, holds a supervisor between recording the run's
+//! group and opening the gate, until `<path>` exists.)
+//!
+//! A reaper has an empty environment, so its parent passes the reaper's steps on as arguments
+//! (`--hold-start`, `--hold-exec`).
+
+use std::ffi::{CString, OsString};
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::fs::{Mode, OFlags};
+
+/// The environment variable: `<step>=<path>`.
+pub const HOLD_ENV: &str = "LNK_HOLD";
+
+/// The steps a start can be held at (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A call's reaper, before it forks the sandbox.
+    CallReaper,
+    /// A call's sandbox process, before its exec.
+    CallExec,
+}
+
+impl Step {
+    /// The step's name in `LNK_HOLD`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::CallReaper => "call-reaper",
+            Step::CallExec => "call-exec",
+        }
+    }
+}
+
+/// The path `LNK_HOLD` names for `step`, when it names that step.
+pub fn path_for(step: Step) -> Option<PathBuf> {
+    let value = std::env::var_os(HOLD_ENV)?;
+    let value = value.into_vec();
+    let prefix = format!("{}=", step.name());
+    let path = value.strip_prefix(prefix.as_bytes())?;
+    (!path.is_empty()).then(|| PathBuf::from(OsString::from_vec(path.to_vec())))
+}
+
+/// Holds here: creates `path`, then waits until `wake` (a descriptor that a signal makes
+/// readable) is readable. The caller then handles the signal as it would at this step.
+pub fn hold(path: &Path, wake: BorrowedFd<'_>) {
+    announce(path);
+    let mut fds = [PollFd::new(&wake, PollFlags::IN)];
+    while let Err(rustix::io::Errno::INTR) = poll(&mut fds, None) {}
+}
+
+fn announce(path: &Path) {
+    // Best effort: a test that cannot see the file fails on its own.
+    let _ = rustix::fs::open(
+        path,
+        OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    );
+}
+
+/// A hold in a child between fork and exec: the path is made ready before the fork.
+#[derive(Debug)]
+pub struct ChildHold(CString);
+
+impl ChildHold {
+    /// Prepares the hold at `path` (a path with a NUL byte holds nothing).
+    pub fn new(path: &Path) -> Option<Self> {
+        CString::new(path.as_os_str().to_owned().into_vec())
+            .ok()
+            .map(ChildHold)
+    }
+
+    /// In the child: creates the file, then waits for good (until a signal kills the child).
+    /// Only system calls on memory made before the fork.
+    pub fn hold_forever(&self) -> ! {
+        let _ = rustix::fs::open(
+            self.0.as_c_str(),
+            OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        );
+        loop {
+            nix::unistd::pause();
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Starting a reaper, from its parent: `serve` for a call, the supervisor for a run.
+//!
+//! The reaper must hold the call's or the run's processes before any of them runs, and must
+//! die with its parent without losing that hold, so everything that could open a window is
+//! done in the reaper's child between fork and exec, before it runs a single instruction of its
+//! own: its folder, a session of its own, its signals blocked (a stop asked for now waits for it
+//! as a pending signal), SIGTERM at its parent's death, and its report pipe at fd 3. It gets an
+//! empty environment: without a PID namespace the sandbox can read the reaper's
+//! `/proc/<pid>/environ`.
+
+use std::io;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use rustix::io::FdFlags;
+use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal, setsid};
+
+use super::report::REPORT_FD;
+use super::signals;
+
+/// Arranges `command` (its program, arguments and stdio already given) to start as a reaper:
+/// an empty environment; in the folder `cwd` is a handle on (`fchdir`, no path resolved again),
+/// if given; the leader of a new session (so of a new process group too) without a controlling
+/// terminal; the reaper's signals blocked; SIGTERM when the **thread** that spawns it dies; and
+/// `report` (a report pipe's write end, from [`super::report::pipe`]) as its fd 3.
+///
+/// The caller keeps `cwd` and `report` open until `spawn` returns, then closes `report`, and
+/// keeps the spawning thread alive until the reaper is reaped (the parent-death signal fires at
+/// the thread's end).
+#[allow(unsafe_code)]
+pub fn prepare(command: &mut Command, cwd: Option<BorrowedFd<'_>>, report: &OwnedFd) {
+    command.env_clear();
+    let parent = getpid();
+    let cwd = cwd.map(|fd| fd.as_raw_fd());
+    let report = report.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe work is allowed. It makes system calls only (fchdir, setsid,
+    // sigprocmask, prctl, getppid, fcntl or dup2) on values copied in before the fork, and
+    // builds `io::Error`s from raw errnos, which does not allocate; it takes no lock. `cwd` and
+    // `report` are descriptors the caller keeps open until `spawn` returns, so they are open in
+    // the child (close-on-exec closes them only at the exec).
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(cwd) = cwd {
+                rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
+            }
+            setsid()?;
+            signals::block_in_child()?;
+            set_parent_process_death_signal(Some(Signal::TERM))?;
+            // The parent may have died between fork and prctl: then no signal would come.
+            if getppid() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::SRCH.raw_os_error(),
+                ));
+            }
+            if report == REPORT_FD {
+                rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(report), FdFlags::empty())?;
+            } else {
+                // fd 3 may or may not be open here; dup2 replaces it either way, and the
+                // `OwnedFd` standing for it is never dropped (never closed).
+                let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(REPORT_FD));
+                rustix::io::dup2(BorrowedFd::borrow_raw(report), &mut target)?;
+            }
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,135 @@
+//! A reaper's command line, written by its parent and read by the reaper before anything else
+//! (no clap: it runs once per call, and its start-up is per-call overhead):
+//!
+//! ```text
+//! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
+//!                       [--hold-start PATH] [--hold-exec PATH] -- <sandbox> <args>...
+//! ```
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a reaper runs its sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// At a stop, how long between SIGTERM and SIGKILL (zero: SIGKILL at once).
+    pub stop_grace: Duration,
+    /// After the sandbox process ends, how long what it left may go on before it is killed.
+    pub leftover_grace: Duration,
+    /// Wait for the open byte ([`super::OPEN`]) on stdin before starting anything (a run's
+    /// gate); stdin then becomes `/dev/null`.
+    pub wait_open: bool,
+    /// Test hook: hold before forking the sandbox (see [`super::hold`]).
+    pub hold_start: Option<PathBuf>,
+    /// Test hook: hold the sandbox's process before its exec.
+    pub hold_exec: Option<PathBuf>,
+    /// The sandbox and what it runs.
+    pub argv: Vec<OsString>,
+}
+
+impl Options {
+    /// Options for `argv` with these graces, no gate and no holds.
+    pub fn new(argv: Vec<OsString>, stop_grace: Duration, leftover_grace: Duration) -> Self {
+        Options {
+            stop_grace,
+            leftover_grace,
+            wait_open: false,
+            hold_start: None,
+            hold_exec: None,
+            argv,
+        }
+    }
+
+    /// The arguments after the subcommand, for the parent's command line.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            "--stop-grace-ms".into(),
+            self.stop_grace.as_millis().to_string().into(),
+            "--leftover-grace-ms".into(),
+            self.leftover_grace.as_millis().to_string().into(),
+        ];
+        if self.wait_open {
+            args.push("--wait-open".into());
+        }
+        for (flag, path) in [
+            ("--hold-start", &self.hold_start),
+            ("--hold-exec", &self.hold_exec),
+        ] {
+            if let Some(path) = path {
+                args.extend([flag.into(), path.clone().into_os_string()]);
+            }
+        }
+        args.push("--".into());
+        args.extend(self.argv.iter().cloned());
+        args
+    }
+
+    /// Reads the arguments after the subcommand.
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Self, String> {
+        let mut options = Options::new(Vec::new(), Duration::ZERO, Duration::ZERO);
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+            match arg.to_str() {
+                Some("--") => {
+                    options.argv = args.collect();
+                    if options.argv.is_empty() {
+                        return Err("nothing to run after `--`".into());
+                    }
+                    return Ok(options);
+                }
+                Some(name @ ("--stop-grace-ms" | "--leftover-grace-ms")) => {
+                    let raw = value(name)?;
+                    let ms: u64 = raw
+                        .to_str()
+                        .and_then(|text| text.parse().ok())
+                        .ok_or_else(|| format!("{name}: not a number of milliseconds"))?;
+                    let grace = Duration::from_millis(ms);
+                    if name == "--stop-grace-ms" {
+                        options.stop_grace = grace;
+                    } else {
+                        options.leftover_grace = grace;
+                    }
+                }
+                Some("--wait-open") => options.wait_open = true,
+                Some(name @ "--hold-start") => options.hold_start = Some(value(name)?.into()),
+                Some(name @ "--hold-exec") => options.hold_exec = Some(value(name)?.into()),
+                _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
+            }
+        }
+        Err("no `--` before the sandbox".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn reads_back_what_it_writes() {
+        let mut options = Options::new(
+            vec!["bwrap".into(), "--".into(), "/bin/true".into()],
+            Duration::from_secs(2),
+            Duration::from_millis(1500),
+        );
+        assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        options.wait_open = true;
+        options.hold_start = Some("/tmp/a b".into());
+        options.hold_exec = Some("/tmp/c".into());
+        assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_know() {
+        let parse = |args: &[&str]| Options::parse(args.iter().map(OsString::from));
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["--"]).is_err());
+        assert!(parse(&["--stop-grace-ms"]).is_err());
+        assert!(parse(&["--stop-grace-ms", "soon", "--", "x"]).is_err());
+        assert!(parse(&["--what", "--", "x"]).is_err());
+        assert_eq!(parse(&["--", "x"]).unwrap().argv, [OsString::from("x")]);
+    }
+}

@@ -1,0 +1,237 @@
+//! What a reaper tells its parent, over a pipe that is the reaper's fd 3: one line per event.
+//!
+//! | line | event |
+//! |---|---|
+//! | `started <pid>` | the sandbox process runs, as this pid (the leader of its own group) |
+//! | `exited code <n>` / `exited signal <n>` | the sandbox process ended so |
+//! | `leftovers` | processes of the sandbox were still running after it ended (or when it was stopped after its end) and were killed |
+//! | `exec-failed <errno>` | the sandbox could not be executed; nothing ran |
+//! | `failed <errno>` | the reaper itself could not set up (before anything ran) |
+//!
+//! The pipe's end (EOF) means the reaper has exited: by then everything it started is dead.
+//! The write end is close-on-exec in the reaper, so no process of the sandbox holds it.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::io::Errno;
+
+use crate::status::Exit;
+
+/// The reaper's descriptor for its reports.
+pub const REPORT_FD: i32 = 3;
+
+/// One event a reaper reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The sandbox process runs with this pid.
+    Started(i32),
+    /// The sandbox process ended.
+    Exited(Exit),
+    /// Leftovers were killed after the sandbox process ended.
+    Leftovers,
+    /// The sandbox could not be executed (the errno); nothing ran.
+    ExecFailed(i32),
+    /// The reaper could not set itself up (the errno); nothing ran.
+    Failed(i32),
+}
+
+impl Event {
+    /// The event as its line (with the newline).
+    pub fn line(&self) -> String {
+        match self {
+            Event::Started(pid) => format!("started {pid}\n"),
+            Event::Exited(Exit::Code(code)) => format!("exited code {code}\n"),
+            Event::Exited(Exit::Signal(signal)) => format!("exited signal {signal}\n"),
+            Event::Leftovers => "leftovers\n".to_owned(),
+            Event::ExecFailed(errno) => format!("exec-failed {errno}\n"),
+            Event::Failed(errno) => format!("failed {errno}\n"),
+        }
+    }
+
+    /// Parses a line (without its newline); `None` for a line this build does not know.
+    pub fn parse(line: &str) -> Option<Event> {
+        let mut words = line.split(' ');
+        let event = match (words.next()?, words.next(), words.next()) {
+            ("started", Some(pid), None) => Event::Started(pid.parse().ok()?),
+            ("exited", Some("code"), Some(code)) => Event::Exited(Exit::Code(code.parse().ok()?)),
+            ("exited", Some("signal"), Some(signal)) => {
+                Event::Exited(Exit::Signal(signal.parse().ok()?))
+            }
+            ("leftovers", None, None) => Event::Leftovers,
+            ("exec-failed", Some(errno), None) => Event::ExecFailed(errno.parse().ok()?),
+            ("failed", Some(errno), None) => Event::Failed(errno.parse().ok()?),
+            _ => return None,
+        };
+        words.next().is_none().then_some(event)
+    }
+}
+
+/// The reaper's end: writes events to fd 3 (or nowhere, when fd 3 was not given).
+#[derive(Debug)]
+pub struct Reporter {
+    fd: Option<OwnedFd>,
+}
+
+impl Reporter {
+    /// Takes fd 3 over, making it close-on-exec so that the sandbox does not inherit it. Without
+    /// a pipe at fd 3 (a reaper started by hand), reports go nowhere.
+    #[allow(unsafe_code)]
+    pub fn from_fd3() -> Self {
+        // Only an open descriptor may become an `OwnedFd`: `/proc` says whether it is.
+        if std::fs::symlink_metadata(format!("/proc/self/fd/{REPORT_FD}")).is_err() {
+            return Self { fd: None };
+        }
+        // SAFETY: fd 3 is open (just checked) and, by the launch contract, this process's
+        // report pipe, which nothing else in the reaper owns. If it is not a pipe after all,
+        // it is forgotten below without being closed.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(REPORT_FD) };
+        let is_pipe = rustix::fs::fstat(&fd).is_ok_and(|stat| {
+            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Fifo
+        });
+        if is_pipe && rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC).is_ok() {
+            Self { fd: Some(fd) }
+        } else {
+            std::mem::forget(fd);
+            Self { fd: None }
+        }
+    }
+
+    /// Reports an event. A parent that is gone (EPIPE) no longer needs to hear.
+    pub fn send(&self, event: Event) {
+        let Some(fd) = &self.fd else { return };
+        let line = event.line();
+        // Under PIPE_BUF: one write, whole.
+        let _ = rustix::io::retry_on_intr(|| rustix::io::write(fd, line.as_bytes()));
+    }
+}
+
+/// The parent's end: events read as they come, without blocking.
+#[derive(Debug)]
+pub struct Reports {
+    fd: OwnedFd,
+    pending: Vec<u8>,
+    ended: bool,
+}
+
+impl Reports {
+    /// The parent's read end of a report pipe (made non-blocking here).
+    pub fn new(fd: OwnedFd) -> io::Result<Self> {
+        rustix::io::ioctl_fionbio(&fd, true)?;
+        Ok(Self {
+            fd,
+            pending: Vec::new(),
+            ended: false,
+        })
+    }
+
+    /// The descriptor to poll.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Whether the pipe ended: the reaper has exited.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Reads what is there; the whole events it completes, in order.
+    pub fn read(&mut self) -> io::Result<Vec<Event>> {
+        let mut buf = [0u8; 512];
+        loop {
+            match rustix::io::read(&self.fd, &mut buf) {
+                Ok(0) => {
+                    self.ended = true;
+                    break;
+                }
+                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => break,
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let mut events = Vec::new();
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line[..end]);
+            // A line this build does not know (a newer reaper's) is skipped.
+            events.extend(Event::parse(&text));
+        }
+        Ok(events)
+    }
+}
+
+impl AsFd for Reports {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A new report pipe: the parent's read end and the write end to hand to the reaper (at
+/// descriptor 3 or above, so that placing it at 3 in the child never clobbers stdio).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let write = if rustix::fd::AsRawFd::as_raw_fd(&write) < REPORT_FD {
+        rustix::io::fcntl_dupfd_cloexec(&write, REPORT_FD)?
+    } else {
+        write
+    };
+    Ok((read, write))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn each_event_reads_back_as_itself() {
+        for event in [
+            Event::Started(4321),
+            Event::Exited(Exit::Code(0)),
+            Event::Exited(Exit::Code(-1)),
+            Event::Exited(Exit::Signal(9)),
+            Event::Leftovers,
+            Event::ExecFailed(2),
+            Event::Failed(24),
+        ] {
+            let line = event.line();
+            assert!(line.ends_with('\n'));
+            assert_eq!(Event::parse(line.trim_end()), Some(event), "{line}");
+        }
+    }
+
+    #[test]
+    fn unknown_or_malformed_lines_are_none() {
+        for line in [
+            "",
+            "started",
+            "started x",
+            "started 1 2",
+            "exited code",
+            "exited sig 9",
+            "leftovers now",
+            "hello",
+        ] {
+            assert_eq!(Event::parse(line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn reports_come_whole_and_in_order_then_the_end() {
+        let (read, write) = pipe().unwrap();
+        assert!(rustix::fd::AsRawFd::as_raw_fd(&write) >= REPORT_FD);
+        let mut reports = Reports::new(read).unwrap();
+        assert_eq!(reports.read().unwrap(), []);
+        rustix::io::write(&write, b"started 12\nexited co").unwrap();
+        assert_eq!(reports.read().unwrap(), [Event::Started(12)]);
+        rustix::io::write(&write, b"de 3\nleftovers\n").unwrap();
+        drop(write);
+        assert_eq!(
+            reports.read().unwrap(),
+            [Event::Exited(Exit::Code(3)), Event::Leftovers]
+        );
+        assert!(reports.ended());
+    }
+}

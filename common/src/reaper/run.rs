@@ -1,0 +1,442 @@
+//! The reaper's own life: start the sandbox, hold everything it starts, end it all.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+
+use super::children::{self, reap_if_dead, signal_child};
+use super::hold::ChildHold;
+use super::options::Options;
+use super::report::{Event, Reporter};
+use super::signals::Signals;
+use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
+use crate::status::Exit;
+
+/// Where a bare sandbox program name is looked for: the reaper's environment is empty, so it
+/// has no `PATH` of its own. (`serve` resolves the sandbox to an absolute path at start; this
+/// serves records written before it did.)
+const DEFAULT_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
+/// While killing, how long to wait for a child's end before looking again anyway (a safety
+/// net: every end of a child wakes the reaper at once).
+const KILL_RECHECK: Duration = Duration::from_millis(50);
+
+/// Runs a reaper from the arguments after its subcommand.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    match Options::parse(args) {
+        Ok(options) => run(&options),
+        Err(problem) => {
+            let _ = writeln!(io::stderr(), "reaper: {problem}");
+            ExitCode::from(USAGE_EXIT)
+        }
+    }
+}
+
+/// Runs the sandbox of `options` to its end; see the module docs of [`super`].
+pub fn run(options: &Options) -> ExitCode {
+    let report = Reporter::from_fd3();
+    let failed = |err: io::Error| {
+        report.send(Event::Failed(err.raw_os_error().unwrap_or(0)));
+        ExitCode::from(FAILED_EXIT)
+    };
+    let signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(err) => return failed(err),
+    };
+    if let Err(err) = children::become_subreaper() {
+        return failed(err);
+    }
+    if options.wait_open {
+        match wait_open(&signals) {
+            Ok(true) => {}
+            Ok(false) => return ExitCode::from(CLOSED_EXIT),
+            Err(err) => return failed(err),
+        }
+    }
+    if let Some(path) = &options.hold_start {
+        super::hold::hold(path, signals.fd());
+    }
+    if signals.take().stop {
+        return ExitCode::from(CLOSED_EXIT);
+    }
+    let program = match resolve(&options.argv) {
+        Ok(program) => program,
+        Err(errno) => {
+            report.send(Event::ExecFailed(errno.raw_os_error()));
+            return ExitCode::from(EXEC_FAILED_EXIT);
+        }
+    };
+    let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
+    let sandbox = match fork_sandbox(&program, hold_exec.as_ref()) {
+        Ok(sandbox) => sandbox,
+        Err(err) => return failed(err),
+    };
+    report.send(Event::Started(sandbox.pid.as_raw_nonzero().get()));
+    // The sandbox has the call's pipes; this process must not keep them open. (Should this
+    // fail, they close at the reaper's end, which comes once everything is dead anyway.)
+    let _ = let_go_of_stdio();
+    let mut reaper = Reaper {
+        options,
+        report: &report,
+        signals: &signals,
+        sandbox,
+        phase: Phase::Running,
+        exit: None,
+        exec_failed: false,
+        leftovers: false,
+        termed: Vec::new(),
+    };
+    reaper.live();
+    if reaper.exec_failed {
+        ExitCode::from(EXEC_FAILED_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Waits for the open byte on stdin, or a stop. Whether the gate opened; stdin is then
+/// `/dev/null`.
+fn wait_open(signals: &Signals) -> io::Result<bool> {
+    let stdin = io::stdin();
+    let signal_fd = signals.fd();
+    loop {
+        let mut fds = [
+            PollFd::new(&stdin, PollFlags::IN),
+            PollFd::new(&signal_fd, PollFlags::IN),
+        ];
+        match poll(&mut fds, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+        let stdin_ready = !fds[0].revents().is_empty();
+        if signals.take().stop {
+            return Ok(false);
+        }
+        if stdin_ready {
+            let mut byte = [0u8; 1];
+            let opened = match rustix::io::read(&stdin, &mut byte) {
+                Ok(1) => byte[0] == OPEN,
+                Err(Errno::INTR | Errno::AGAIN) => continue,
+                _ => false,
+            };
+            if opened {
+                let null = std::fs::File::open("/dev/null")?;
+                rustix::stdio::dup2_stdin(&null)?;
+            }
+            return Ok(opened);
+        }
+    }
+}
+
+/// The sandbox's path and argv as C strings: a bare name is looked for in [`DEFAULT_PATH`].
+fn resolve(argv: &[OsString]) -> Result<(CString, Vec<CString>), Errno> {
+    let c = |arg: &OsStr| CString::new(arg.as_bytes()).map_err(|_| Errno::INVAL);
+    let args: Vec<CString> = argv.iter().map(|arg| c(arg)).collect::<Result<_, _>>()?;
+    let Some(first) = argv.first() else {
+        return Err(Errno::INVAL);
+    };
+    if first.as_bytes().contains(&b'/') {
+        return Ok((c(first)?, args));
+    }
+    for dir in DEFAULT_PATH {
+        let candidate = Path::new(dir).join(first);
+        let is_file = std::fs::metadata(&candidate).is_ok_and(|m| m.is_file());
+        if is_file && rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok() {
+            return Ok((c(candidate.as_os_str())?, args));
+        }
+    }
+    Err(Errno::NOENT)
+}
+
+/// The sandbox process, forked.
+struct Sandbox {
+    pid: Pid,
+    /// Close-on-exec: reads the errno of a failed exec, or the end at a successful one.
+    exec_pipe: Option<OwnedFd>,
+}
+
+/// Forks the sandbox: the leader of a new process group, with an empty signal mask, default
+/// signal dispositions and an empty environment, in this process's folder and stdio.
+#[allow(unsafe_code)]
+fn fork_sandbox(
+    program: &(CString, Vec<CString>),
+    hold: Option<&ChildHold>,
+) -> io::Result<Sandbox> {
+    let (path, argv) = program;
+    let env: [CString; 0] = [];
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // SAFETY: the reaper is single-threaded (it starts no thread, and the standard library
+    // starts none), so the child is a copy of a process with no other thread that could hold a
+    // lock; it runs only the code below and ends in `execve` or `exit`.
+    match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
+        nix::unistd::ForkResult::Child => {
+            drop(read);
+            let errno = child_exec(path, argv, &env, hold);
+            let _ = rustix::io::write(&write, &errno.to_ne_bytes());
+            std::process::exit(i32::from(EXEC_FAILED_EXIT));
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(write);
+            let pid = Pid::from_raw(child.as_raw())
+                .ok_or_else(|| io::Error::other("fork gave no pid"))?;
+            // The child does the same; doing it here too closes the race with a group kill.
+            let _ = rustix::process::setpgid(Some(pid), Some(pid));
+            rustix::io::ioctl_fionbio(&read, true)?;
+            Ok(Sandbox {
+                pid,
+                exec_pipe: Some(read),
+            })
+        }
+    }
+}
+
+/// In the forked child: becomes the sandbox, or returns why it could not.
+#[allow(unsafe_code)]
+fn child_exec(path: &CString, argv: &[CString], env: &[CString], hold: Option<&ChildHold>) -> i32 {
+    use nix::sys::signal::{SigHandler, SigSet, Signal as NixSignal};
+    let errno = |err: nix::errno::Errno| err as i32;
+    if let Err(err) =
+        nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))
+    {
+        return errno(err);
+    }
+    // The standard library ignores SIGPIPE, and an ignored signal stays ignored across exec.
+    // SAFETY: setting a default disposition installs no handler.
+    if let Err(err) = unsafe { nix::sys::signal::signal(NixSignal::SIGPIPE, SigHandler::SigDfl) } {
+        return errno(err);
+    }
+    if let Err(err) = SigSet::empty().thread_set_mask() {
+        return errno(err);
+    }
+    if let Some(hold) = hold {
+        hold.hold_forever();
+    }
+    let Err(err) = nix::unistd::execve(path, argv, env);
+    errno(err)
+}
+
+/// Puts `/dev/null` in place of this process's stdin, stdout and stderr.
+fn let_go_of_stdio() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    rustix::stdio::dup2_stdin(&null)?;
+    rustix::stdio::dup2_stdout(&null)?;
+    rustix::stdio::dup2_stderr(&null)?;
+    Ok(())
+}
+
+/// Where the reaper is in ending the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The sandbox runs; nothing to do but wait.
+    Running,
+    /// The sandbox process ended and left processes behind: they may end by themselves until
+    /// then.
+    Leftovers { until: Instant },
+    /// Asked to stop: SIGTERM was sent; SIGKILL follows then.
+    Stopping { kill_at: Instant },
+    /// SIGKILL to everything until nothing is left.
+    Killing,
+}
+
+struct Reaper<'a> {
+    options: &'a Options,
+    report: &'a Reporter,
+    signals: &'a Signals,
+    sandbox: Sandbox,
+    phase: Phase,
+    /// The sandbox process's end, once seen (it stays unreaped until the very end, so that its
+    /// group id cannot be reused while this process signals the group).
+    exit: Option<Exit>,
+    exec_failed: bool,
+    leftovers: bool,
+    /// Children sent SIGTERM while stopping.
+    termed: Vec<Pid>,
+}
+
+impl Reaper<'_> {
+    /// Runs until the sandbox process has ended and nothing it started is left.
+    fn live(&mut self) {
+        loop {
+            let arrived = self.signals.take();
+            self.read_exec_pipe();
+            if arrived.stop {
+                self.stop();
+            }
+            // The leader's end first: its children are reparented here before it becomes a
+            // zombie, so a list read after it is seen dead holds them.
+            self.see_leader_end();
+            let others = self.other_children();
+            let now = Instant::now();
+            let ended = self.exit.is_some();
+            match self.phase {
+                Phase::Running if ended && others.is_empty() => break,
+                Phase::Running if ended => {
+                    self.phase = Phase::Leftovers {
+                        until: now + self.options.leftover_grace,
+                    };
+                    continue;
+                }
+                Phase::Running => {}
+                Phase::Leftovers { .. } | Phase::Stopping { .. } | Phase::Killing
+                    if ended && others.is_empty() =>
+                {
+                    break;
+                }
+                Phase::Leftovers { until } if now >= until => {
+                    self.leftovers = true;
+                    self.phase = Phase::Killing;
+                    continue;
+                }
+                Phase::Leftovers { .. } => {}
+                Phase::Stopping { kill_at } if now >= kill_at => {
+                    self.phase = Phase::Killing;
+                    continue;
+                }
+                Phase::Stopping { .. } => self.term_new(&others),
+                Phase::Killing => self.kill(&others),
+            }
+            let wait = match self.phase {
+                Phase::Running => None,
+                Phase::Leftovers { until } => Some(until.saturating_duration_since(now)),
+                Phase::Stopping { kill_at } => Some(kill_at.saturating_duration_since(now)),
+                Phase::Killing => Some(KILL_RECHECK),
+            };
+            self.wait(wait);
+        }
+        if self.leftovers {
+            self.report.send(Event::Leftovers);
+        }
+        // Everything else is gone: the leader may go too.
+        let _ = waitid(WaitId::Pid(self.sandbox.pid), WaitIdOptions::EXITED);
+    }
+
+    /// A stop was asked for.
+    fn stop(&mut self) {
+        match self.phase {
+            Phase::Running if !self.options.stop_grace.is_zero() => {
+                let others = self.other_children();
+                self.signal_all(Signal::TERM, &others);
+                self.termed = others;
+                self.phase = Phase::Stopping {
+                    kill_at: Instant::now() + self.options.stop_grace,
+                };
+            }
+            Phase::Running | Phase::Stopping { .. } => self.phase = Phase::Killing,
+            Phase::Leftovers { .. } => {
+                // What the program left is still there: it is killed as leftovers.
+                self.leftovers = true;
+                self.phase = Phase::Killing;
+            }
+            Phase::Killing => {}
+        }
+    }
+
+    /// SIGTERM to children adopted since the stop began.
+    fn term_new(&mut self, others: &[Pid]) {
+        for child in others {
+            if !self.termed.contains(child) {
+                signal_child(*child, Signal::TERM);
+                self.termed.push(*child);
+            }
+        }
+    }
+
+    fn kill(&self, others: &[Pid]) {
+        self.signal_all(Signal::KILL, others);
+    }
+
+    /// `signal` to the sandbox's group (its id stays the sandbox's: the leader is not reaped)
+    /// and to each of `others`, this process's other children.
+    fn signal_all(&self, signal: Signal, others: &[Pid]) {
+        // No member left is the only way this fails.
+        let _ = kill_process_group(self.sandbox.pid, signal);
+        if self.exit.is_none() {
+            signal_child(self.sandbox.pid, signal);
+        }
+        for child in others {
+            signal_child(*child, signal);
+        }
+    }
+
+    /// This process's children other than the sandbox's leader, the dead ones reaped. The list
+    /// is read again after each reaping: a child that died after it was read has had its own
+    /// children reparented here, and only a read that reaps nothing shows them all.
+    fn other_children(&self) -> Vec<Pid> {
+        loop {
+            // Without /proc there is nothing to do but go on with the group alone.
+            let mut others = children::children().unwrap_or_default();
+            others.retain(|pid| *pid != self.sandbox.pid);
+            let before = others.len();
+            others.retain(|pid| !reap_if_dead(*pid));
+            if others.len() == before {
+                return others;
+            }
+        }
+    }
+
+    /// Notes the leader's end (without reaping it) and reports it.
+    fn see_leader_end(&mut self) {
+        if self.exit.is_some() {
+            return;
+        }
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        let Ok(Some(status)) = waitid(WaitId::Pid(self.sandbox.pid), options) else {
+            return;
+        };
+        let exit = match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Exit::Signal(signal),
+            // WEXITED reports only exits and deaths by signal.
+            (None, None) => return,
+        };
+        // The exec pipe is read before the end is looked at, so a failed exec is known here.
+        self.read_exec_pipe();
+        self.exit = Some(exit);
+        if !self.exec_failed {
+            self.report.send(Event::Exited(exit));
+        }
+    }
+
+    /// Reads the exec pipe: an errno means the exec failed; its end, that it happened.
+    fn read_exec_pipe(&mut self) {
+        let Some(pipe) = &self.sandbox.exec_pipe else {
+            return;
+        };
+        let mut errno = [0u8; 4];
+        match rustix::io::read(pipe, &mut errno) {
+            Ok(4) => {
+                self.exec_failed = true;
+                self.report
+                    .send(Event::ExecFailed(i32::from_ne_bytes(errno)));
+                self.sandbox.exec_pipe = None;
+            }
+            Err(Errno::AGAIN | Errno::INTR) => {}
+            // The end (the exec happened, or the child died before it), or a short read that
+            // cannot happen for four bytes on a pipe.
+            _ => self.sandbox.exec_pipe = None,
+        }
+    }
+
+    /// Waits for a signal (a child's end, a stop) or the exec pipe, at most `wait`.
+    fn wait(&self, wait: Option<Duration>) {
+        let timeout = wait.and_then(|wait| Timespec::try_from(wait).ok());
+        let signals = self.signals.fd();
+        let mut fds = Vec::with_capacity(2);
+        fds.push(PollFd::new(&signals, PollFlags::IN));
+        if let Some(pipe) = &self.sandbox.exec_pipe {
+            fds.push(PollFd::new(pipe, PollFlags::IN));
+        }
+        // EINTR or a failure: the loop looks again.
+        let _ = poll(&mut fds, timeout.as_ref());
+    }
+}
