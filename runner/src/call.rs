@@ -1,34 +1,40 @@
-//! One foreground call: run the sandbox, keep its output's head and tail, and end it on time.
+//! One foreground call: run the sandbox under its reaper, keep its output's head and tail, and
+//! end it on time.
 //!
-//! A call thread runs [`run`]: it spawns the sandbox as the leader of a new process group and
-//! then waits in one `poll` on the output pipes, the input pipe, a pidfd of the leader and the
-//! call's wake-up eventfd, so a single thread sees output, the exit, the deadline, progress
-//! ticks and cancellation. The thread lives until the leader is reaped, which the
-//! parent-death signal requires.
+//! A call thread runs [`run`]: it starts the call's reaper ([`spawn`]), which forks the sandbox
+//! as the leader of a new process group and holds everything the sandbox starts (see
+//! [`lnk_common::reaper`]). The thread then waits in one `poll` on the output pipes, the input
+//! pipe, the reaper's report pipe and the call's wake-up eventfd, so a single thread sees output,
+//! the exit, the deadline, progress ticks and cancellation. At the timeout and on cancellation it
+//! signals its own child, the reaper (a pid that cannot be reused while unreaped), which kills
+//! everything of the call. The thread lives until the reaper is reaped, which the parent-death
+//! signal requires: if `serve` dies, its reapers get SIGTERM and kill their calls.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus};
+use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use lnk_common::reaper::Event;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
-use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open};
 
 use crate::capture::HeadTail;
-use crate::watchdog::Watchdog;
-use crate::{group, spawn};
+use crate::spawn::{self, Reaper};
 
-/// How long after the sandbox process exits the processes it left in its group may go on
-/// before they are killed, and the longest the answer waits for pipes they hold.
-pub const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+/// How long after the sandbox process exits the processes it left may go on before they are
+/// killed, and the longest the answer waits for pipes they hold.
+pub use lnk_common::reaper::LEFTOVER_GRACE;
+/// How a sandbox process ended: `Code(n)` or `Signal(n)`, as the reaper saw it.
+pub use lnk_common::status::Exit;
+
 /// A deadline for limits so long that adding them to the clock would overflow: about 30 years.
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often a call that asked for progress hears of it.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-/// While the leader is gone, the pipes are closed and the group still has members, how often
-/// the group is looked at again to notice that it emptied.
-const GROUP_RECHECK: Duration = Duration::from_millis(20);
+/// How long a reaper asked to stop may take to end before it is killed itself (a safety net:
+/// it ends at once, its sandbox killed).
+const REAPER_STUCK: Duration = Duration::from_secs(10);
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 128 * 1024;
 /// Reads from one pipe per wake-up at most.
@@ -53,7 +59,7 @@ impl CallControl {
         })
     }
 
-    /// Asks the call to kill its group at once and end without an answer.
+    /// Asks the call to kill everything at once and end without an answer.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
         // A full counter (impossible here) or a closed fd only means a wake-up is pending.
@@ -66,35 +72,15 @@ impl CallControl {
     }
 }
 
-/// How the sandbox process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// It exited with this code.
-    Code(i32),
-    /// A signal ended it.
-    Signal(i32),
-}
-
-impl From<ExitStatus> for Exit {
-    fn from(status: ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => Exit::Code(code),
-            (None, Some(signal)) => Exit::Signal(signal),
-            // Neither: a stopped or continued status, which `wait` does not report here.
-            (None, None) => Exit::Signal(0),
-        }
-    }
-}
-
 /// A finished call.
 #[derive(Debug)]
 pub struct Outcome {
     /// How the sandbox process ended.
     pub exit: Exit,
-    /// Whether the call's time ran out and its group was killed.
+    /// Whether the call's time ran out and everything of it was killed.
     pub timed_out: bool,
-    /// Whether processes were still in its group a second after it exited, and were killed.
+    /// Whether processes of the call were still running a second after it exited (in its
+    /// group, or having left it), and were killed.
     pub leftovers_killed: bool,
     /// From the start to the sandbox process's end.
     pub elapsed: Duration,
@@ -109,7 +95,7 @@ pub struct Outcome {
 pub enum Ended {
     /// It ran to its end (or its timeout).
     Finished(Outcome),
-    /// It was cancelled: its group was killed and no answer is due.
+    /// It was cancelled: everything of it was killed and no answer is due.
     Cancelled,
 }
 
@@ -133,43 +119,75 @@ pub struct CallSpec {
 pub fn run(
     spec: CallSpec,
     control: &CallControl,
-    watchdog: Option<&Watchdog>,
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let mut child = spawn::spawn(&spec.argv, spec.cwd.handle.as_fd(), spec.input.is_some())?;
-    let group = Pid::from_child(&child);
-    if let Some(watchdog) = watchdog {
-        watchdog.watch(group);
+    let mut reaper = spawn::spawn(&spec.argv, spec.cwd.handle.as_fd(), spec.input.is_some())?;
+    let watched = watch(spec, control, progress, start, &mut reaper);
+    if watched.is_err() {
+        reaper.stop();
     }
-    let ended = supervise(spec, control, progress, start, &mut child, group);
-    if let Some(watchdog) = watchdog {
-        watchdog.forget(group);
+    // However the watch ended, the reaper is reaped here (after it killed everything), and
+    // what it may have left in its session is killed first if it did not end as it should.
+    let reaped = reaper.finish();
+    let watched = watched?;
+    reaped?;
+    if control.is_cancelled() {
+        return Ok(Ended::Cancelled);
     }
-    ended
+    let Some((exit, at)) = watched.exited else {
+        return Err(watched.no_exit());
+    };
+    Ok(Ended::Finished(Outcome {
+        exit,
+        timed_out: watched.timed_out,
+        leftovers_killed: watched.leftovers_killed,
+        elapsed: at.duration_since(start),
+        stdout: watched.out,
+        stderr: watched.err,
+    }))
 }
 
-/// Runs a started call to its end: the loop over its pipes, its exit, its time and its group.
-fn supervise(
+/// What the watch of a call saw.
+struct Watched {
+    exited: Option<(Exit, Instant)>,
+    timed_out: bool,
+    leftovers_killed: bool,
+    /// The errno of a sandbox that could not be executed, or of a reaper that could not set up.
+    failed: Option<i32>,
+    started: bool,
+    out: HeadTail,
+    err: HeadTail,
+}
+
+impl Watched {
+    /// The error for a call whose sandbox never reported an end.
+    fn no_exit(&self) -> io::Error {
+        match self.failed {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None if self.started => io::Error::other(
+                "the call's reaper ended before its sandbox did; what was left in the call's \
+                 session was killed",
+            ),
+            None => io::Error::other("the call's reaper ended before it started the sandbox"),
+        }
+    }
+}
+
+/// Runs a started call to its end: the loop over its pipes, its reports, its time and its
+/// cancellation. Returns once the reaper has ended and the pipes are closed (or a second after
+/// the sandbox's exit, for pipes that something else holds).
+fn watch(
     spec: CallSpec,
     control: &CallControl,
     mut progress: Option<&mut dyn FnMut(Duration, u64)>,
     start: Instant,
-    child: &mut std::process::Child,
-    group: Pid,
-) -> io::Result<Ended> {
-    let pidfd = match pidfd_open(group, PidfdFlags::empty()) {
-        Ok(fd) => fd,
-        Err(err) => {
-            let _ = kill_process_group(group, Signal::KILL);
-            let _ = child.wait();
-            return Err(err.into());
-        }
-    };
+    reaper: &mut Reaper,
+) -> io::Result<Watched> {
     let mut call = Running {
-        stdout: child.stdout.take(),
-        stderr: child.stderr.take(),
-        stdin: child.stdin.take(),
+        stdout: reaper.child.stdout.take(),
+        stderr: reaper.child.stderr.take(),
+        stdin: reaper.child.stdin.take(),
         input: spec.input.unwrap_or_default(),
         input_at: 0,
         out: HeadTail::new(spec.output),
@@ -195,50 +213,68 @@ fn supervise(
     // A limit too far away to count is as good as none (it cannot overflow the clock).
     let deadline = start.checked_add(spec.timeout).unwrap_or(start + FAR_AWAY);
     let mut next_progress = start + PROGRESS_EVERY;
-    let mut exited: Option<(Exit, Instant)> = None;
-    let mut killed = false;
-    let mut timed_out = false;
-    let mut leftovers_killed = false;
-    let mut group_empty = false;
+    let mut seen = Watched {
+        exited: None,
+        timed_out: false,
+        leftovers_killed: false,
+        failed: None,
+        started: false,
+        out: HeadTail::new(0),
+        err: HeadTail::new(0),
+    };
+    let mut stopped_at: Option<Instant> = None;
+    let mut reaper_ended_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if !killed && (control.is_cancelled() || (exited.is_none() && now >= deadline)) {
-            timed_out = !control.is_cancelled();
-            killed = true;
-            let _ = kill_process_group(group, Signal::KILL);
+        // A timeout waits for the sandbox to have started (a matter of a millisecond), so
+        // that what it reports is the sandbox's own end, killed.
+        let time_up = seen.started && seen.exited.is_none() && now >= deadline;
+        if stopped_at.is_none() && (control.is_cancelled() || time_up) {
+            seen.timed_out = !control.is_cancelled();
+            stopped_at = Some(now);
+            reaper.stop();
         }
-        if let Some((_, at)) = exited {
-            // The leader is reaped, so the group's id stays ours only while members hold it.
-            if !group_empty {
-                group_empty = !group::has_running_members(group);
-            }
-            if group_empty && call.pipes_closed() {
+        if let Some(at) = stopped_at
+            && reaper_ended_at.is_none()
+            && now >= at + REAPER_STUCK
+        {
+            tracing::warn!("a call's reaper did not end after it was asked to; killing it");
+            reaper.kill();
+        }
+        if let Some(ended_at) = reaper_ended_at {
+            // The reaper ended: everything it held is dead. Pipes still open are held by
+            // something that escaped it; they get until a second after the sandbox's exit.
+            let bound = seen
+                .exited
+                .map_or(ended_at, |(_, at)| (at + LEFTOVER_GRACE).max(ended_at));
+            if call.pipes_closed() {
                 break;
             }
-            if now >= at + LEFTOVER_GRACE {
-                if !group_empty && kill_process_group(group, Signal::KILL).is_ok() && !killed {
-                    leftovers_killed = true;
-                }
+            if now >= bound {
                 call.drain_available();
                 break;
             }
         }
 
         let mut wake_at = next_progress;
-        match exited {
-            None if !killed => wake_at = wake_at.min(deadline),
-            None => {}
-            Some((_, at)) => {
-                wake_at = wake_at.min(at + LEFTOVER_GRACE);
-                if call.pipes_closed() {
-                    wake_at = wake_at.min(now + GROUP_RECHECK);
-                }
-            }
+        if seen.started && seen.exited.is_none() && stopped_at.is_none() {
+            wake_at = wake_at.min(deadline);
+        }
+        if let Some(at) = stopped_at
+            && reaper_ended_at.is_none()
+        {
+            wake_at = wake_at.min(at + REAPER_STUCK);
+        }
+        if let Some(ended_at) = reaper_ended_at {
+            let bound = seen
+                .exited
+                .map_or(ended_at, |(_, at)| (at + LEFTOVER_GRACE).max(ended_at));
+            wake_at = wake_at.min(bound);
         }
         let mut fds = Vec::with_capacity(5);
         let slots = call.poll_fds(&mut fds);
-        let pidfd_slot = exited.is_none().then(|| {
-            fds.push(PollFd::new(&pidfd, PollFlags::IN));
+        let reports_slot = (reaper_ended_at.is_none()).then(|| {
+            fds.push(PollFd::new(&reaper.reports, PollFlags::IN));
             fds.len() - 1
         });
         fds.push(PollFd::new(&control.wake, PollFlags::IN));
@@ -246,24 +282,29 @@ fn supervise(
         // A wait too long for a timespec (it cannot happen: waits are bounded) waits without end.
         let timeout = Timespec::try_from(wait).ok();
         match poll(&mut fds, timeout.as_ref()) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(err) => {
-                let _ = kill_process_group(group, Signal::KILL);
-                let _ = child.wait();
-                return Err(err.into());
-            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
         }
         let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
-        let leader_done = pidfd_slot.is_some_and(|slot| ready[slot]);
+        let reports_ready = reports_slot.is_some_and(|slot| ready[slot]);
         drop(fds);
         call.service(&slots, &ready);
         if ready.last().copied().unwrap_or(false) {
             let mut counter = [0u8; 8];
             let _ = rustix::io::read(&control.wake, &mut counter);
         }
-        if leader_done && let Some(status) = child.try_wait()? {
-            exited = Some((Exit::from(status), Instant::now()));
+        if reports_ready {
+            for event in reaper.reports.read()? {
+                match event {
+                    Event::Started(_) => seen.started = true,
+                    Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
+                    Event::Leftovers => seen.leftovers_killed = true,
+                    Event::ExecFailed(errno) | Event::Failed(errno) => seen.failed = Some(errno),
+                }
+            }
+            if reaper.reports.ended() {
+                reaper_ended_at = Some(Instant::now());
+            }
         }
         let now = Instant::now();
         if let Some(report) = progress.as_deref_mut()
@@ -277,22 +318,9 @@ fn supervise(
             }
         }
     }
-    if control.is_cancelled() {
-        return Ok(Ended::Cancelled);
-    }
-    let (exit, at) = match exited {
-        Some(done) => done,
-        // The loop ends only after the leader was reaped.
-        None => (Exit::from(child.wait()?), Instant::now()),
-    };
-    Ok(Ended::Finished(Outcome {
-        exit,
-        timed_out,
-        leftovers_killed,
-        elapsed: at.duration_since(start),
-        stdout: call.out,
-        stderr: call.err,
-    }))
+    seen.out = call.out;
+    seen.err = call.err;
+    Ok(seen)
 }
 
 /// Which entry of the poll set is which pipe.

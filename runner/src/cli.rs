@@ -25,9 +25,6 @@ pub struct Cli {
 enum Command {
     /// Serve MCP over stdio: run each call's program in the sandbox given after `--`.
     Serve(Box<ServeArgs>),
-    /// Started by `serve` itself: kills the calls' groups when `serve` dies.
-    #[command(hide = true)]
-    Watchdog,
 }
 
 /// What the command line asks for.
@@ -35,8 +32,6 @@ enum Command {
 pub enum Invocation {
     /// `serve`, checked.
     Serve(Box<Config>),
-    /// The watchdog of a `serve`.
-    Watchdog,
 }
 
 /// The flags of `serve`. Every one is optional here so that a missing one gets a message of its
@@ -117,7 +112,6 @@ impl Cli {
         };
         match cli.command {
             Command::Serve(args) => args.check().map(|c| Invocation::Serve(Box::new(c))),
-            Command::Watchdog => Ok(Invocation::Watchdog),
         }
     }
 }

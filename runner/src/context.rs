@@ -1,5 +1,5 @@
-//! What a tool call may use: the server's settings, its background state, the watchdog, the
-//! call's own cancellation and progress — and nothing of the server that reads and answers
+//! What a tool call may use: the server's settings, its background state, the call's own
+//! cancellation and progress — and nothing of the server that reads and answers
 //! requests, so that a tool can be run (and tested) without one.
 
 use std::time::Duration;
@@ -7,20 +7,17 @@ use std::time::Duration;
 use crate::call::CallControl;
 use crate::config::Config;
 use crate::protocol::Era;
-use crate::watchdog::Watchdog;
 
 /// What every call of one `serve` shares.
 pub struct Toolbox {
     /// The checked flags.
     pub config: Config,
-    /// The watchdog that kills calls' groups should `serve` die.
-    pub watchdog: Option<Watchdog>,
 }
 
 impl Toolbox {
     /// The toolbox of a server started with `config`.
-    pub fn new(config: Config, watchdog: Option<Watchdog>) -> Self {
-        Self { config, watchdog }
+    pub fn new(config: Config) -> Self {
+        Self { config }
     }
 }
 
@@ -28,8 +25,6 @@ impl Toolbox {
 pub struct ToolContext<'a> {
     /// The checked flags.
     pub config: &'a Config,
-    /// The watchdog, when there is one.
-    pub watchdog: Option<&'a Watchdog>,
     /// The revision the call is served at.
     pub era: &'a Era,
     /// The call's cancellation.
@@ -49,7 +44,6 @@ impl<'a> ToolContext<'a> {
     ) -> Self {
         Self {
             config: &toolbox.config,
-            watchdog: toolbox.watchdog.as_ref(),
             era,
             control,
             progress,

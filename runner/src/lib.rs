@@ -18,7 +18,6 @@ mod cli;
 mod config;
 mod context;
 mod dispatch;
-mod group;
 mod lines;
 mod program;
 mod progress;
@@ -29,7 +28,6 @@ mod spawn;
 mod sync;
 mod tools;
 mod utf8;
-mod watchdog;
 mod workdir;
 mod writer;
 
@@ -43,9 +41,14 @@ use signal_hook::iterator::Signals;
 
 /// Runs `lnk-link-run` with the process's arguments.
 pub fn main() -> ExitCode {
+    // A call's reaper, started by `serve` once per call: before clap and logging, whose set-up
+    // would be every call's cost.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|sub| sub == spawn::REAP) {
+        return lnk_common::reaper::main(args);
+    }
     let config = match cli::Cli::parse_args() {
         Ok(cli::Invocation::Serve(config)) => *config,
-        Ok(cli::Invocation::Watchdog) => return watchdog::run(),
         Err(refusal) => return refuse_to_start(&refusal.to_string()),
     };
     init_logging();
@@ -98,8 +101,7 @@ fn serve(config: config::Config) -> anyhow::Result<()> {
     if let Some(background) = &config.background {
         background::start_sweeps(background);
     }
-    let watchdog = watchdog::Watchdog::start().context("starting the watchdog")?;
-    let server = server::Server::new(context::Toolbox::new(config, Some(watchdog)), writer);
+    let server = server::Server::new(context::Toolbox::new(config), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())

@@ -1,13 +1,16 @@
-//! Starting a call's sandbox: its argv, a process group of its own, and death with the server.
+//! Starting a call: its argv, and the reaper that forks the sandbox and holds all it starts.
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal};
+use lnk_common::reaper::hold::{self, Step};
+use lnk_common::reaper::{LEFTOVER_GRACE, Options, Reports, launch, proven, report};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process, waitid};
 
 /// The argv of a call: `<sandbox> -- [/usr/bin/env NAME=VALUE...] <program> <args>`.
 ///
@@ -33,58 +36,107 @@ pub fn call_argv(
     argv
 }
 
-/// Starts `argv` in `cwd` with an empty environment, as the leader of a new process group, with
-/// piped stdout and stderr,
-/// stdin piped when `with_input` (else empty), and `SIGKILL` on the death of the calling
-/// thread. The caller must keep this thread alive until the child is reaped: the parent-death
-/// signal fires when the *thread* that spawned the child exits.
-pub fn spawn(argv: &[OsString], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Child> {
-    let Some((program, args)) = argv.split_first() else {
+/// The hidden subcommand that makes `lnk-link-run` a call's reaper (see
+/// [`lnk_common::reaper`]); `main` takes it before anything else.
+pub const REAP: &str = "reap";
+
+/// A call's reaper, started: `serve`'s child, which forks and holds the sandbox.
+#[derive(Debug)]
+pub struct Reaper {
+    /// The reaper process; its stdio are the call's.
+    pub child: Child,
+    /// What it reports.
+    pub reports: Reports,
+}
+
+/// Starts `argv` under a reaper of its own, in `cwd`, with piped stdout and stderr, stdin
+/// piped when `with_input` (else empty). The reaper gets SIGTERM on the death of the calling
+/// thread and then kills the call: the caller keeps this thread alive until the reaper is
+/// reaped ([`Reaper::finish`]).
+pub fn spawn(argv: &[OsString], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+    if argv.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
-    };
-    let mut command = Command::new(program);
+    }
+    let (read, write) = report::pipe()?;
+    let mut options = Options::new(argv.to_vec(), Duration::ZERO, LEFTOVER_GRACE);
+    options.hold_start = hold::path_for(Step::CallReaper);
+    options.hold_exec = hold::path_for(Step::CallExec);
+    // `/proc/self/exe` is this very executable even when its file was replaced since.
+    let mut command = Command::new("/proc/self/exe");
     command
-        .args(args)
-        // Nothing of serve's environment (API tokens, HOME, LNK_*) reaches the sandbox: its own
-        // process is visible inside (bwrap is pid 1 there), and its `--clearenv` clears only the
-        // program's. Variables reach programs through `--var` alone.
-        .env_clear()
+        .arg0("lnk-link-run")
+        .arg(REAP)
+        .args(options.to_args())
         .stdin(if with_input {
             Stdio::piped()
         } else {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    in_folder_dying_with_parent(&mut command, cwd);
-    command.spawn()
+        .stderr(Stdio::piped());
+    // Nothing of serve's environment (API tokens, HOME, LNK_*) reaches the reaper or the
+    // sandbox: both are visible from inside a sandbox without a PID namespace, and bwrap's
+    // `--clearenv` clears only the program's. `prepare` clears the reaper's, and the reaper
+    // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
+    launch::prepare(&mut command, Some(cwd), &write);
+    let child = command.spawn()?;
+    drop(write);
+    let reports = match Reports::new(read) {
+        Ok(reports) => reports,
+        Err(err) => {
+            let mut reaper = child;
+            let _ = reaper.kill();
+            let _ = reaper.wait();
+            return Err(err);
+        }
+    };
+    Ok(Reaper { child, reports })
 }
 
-/// Starts the child in the folder `cwd` is a handle on (`fchdir`, no path resolved again),
-/// and arranges `SIGKILL` for it when the thread that spawns it dies.
-#[allow(unsafe_code)]
-fn in_folder_dying_with_parent(command: &mut Command, cwd: BorrowedFd<'_>) {
-    let parent = getpid();
-    let cwd = cwd.as_raw_fd();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes three system calls (fchdir, prctl and
-    // getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes
-    // no lock and touches no memory shared with other threads. `cwd` is a descriptor the
-    // caller keeps open until `spawn` returns, so it is open in the child (close-on-exec
-    // closes it only at the exec).
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
-            set_parent_process_death_signal(Some(Signal::KILL))?;
-            // The parent may have died between fork and prctl: then no signal would come.
-            if getppid() != Some(parent) {
-                return Err(io::Error::from_raw_os_error(
-                    rustix::io::Errno::SRCH.raw_os_error(),
-                ));
+impl Reaper {
+    fn pid(&self) -> Option<Pid> {
+        Pid::from_raw(i32::try_from(self.child.id()).ok()?)
+    }
+
+    /// Asks the reaper to kill everything of the call now (SIGTERM).
+    pub fn stop(&self) {
+        if let Some(pid) = self.pid() {
+            // Unreaped, so still ours; an error means it has exited already.
+            let _ = kill_process(pid, Signal::TERM);
+        }
+    }
+
+    /// Kills the reaper itself (SIGKILL), for one that does not end when asked.
+    pub fn kill(&self) {
+        if let Some(pid) = self.pid() {
+            let _ = kill_process(pid, Signal::KILL);
+        }
+    }
+
+    /// Waits for the reaper's end and reaps it. A reaper that did not end by itself (it was
+    /// killed) may have left processes behind: those still in its session, whose id cannot
+    /// have been reused while the reaper is unreaped, are killed first.
+    pub fn finish(mut self) -> io::Result<()> {
+        let Some(pid) = self.pid() else {
+            return self.child.wait().map(drop);
+        };
+        let status = loop {
+            match waitid(
+                WaitId::Pid(pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {
+                Err(rustix::io::Errno::INTR) => {}
+                other => break other?,
             }
-            Ok(())
-        });
+        };
+        if status.as_ref().is_some_and(|s| !s.exited()) {
+            let killed = proven::kill_session(pid);
+            tracing::warn!(
+                killed,
+                "a call's reaper was killed; what was left in its session was killed"
+            );
+        }
+        self.child.wait().map(drop)
     }
 }
 

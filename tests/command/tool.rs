@@ -158,7 +158,7 @@ fn reports_a_signal(sandbox: Sandbox) {
         }
         // bwrap reports a signalled child as its own exit code 128 + signal, and the text
         // says how to read it.
-        Sandbox::Bwrap => {
+        Sandbox::Bwrap | Sandbox::BwrapSharedPid => {
             assert!(
                 value["signal"] == 9 || value["exit_code"] == 137,
                 "{result}"

@@ -1,7 +1,9 @@
 //! A test helper that starts processes the tests can find in `/proc` by a unique marker
 //! argument, so a test can prove they are gone (pids are no use under a PID namespace).
 //!
-//! - `lnk-test-procs linger <marker> <secs>`: sleeps `secs` seconds, then exits 0.
+//! - `lnk-test-procs linger <marker> <secs>`: sleeps `secs` seconds, then exits 0. Any role that
+//!   begins with `linger` (`linger-setsid`, `linger-deaf`, …) does the same: the containment tests
+//!   name each way out of a call by its role, so that a survivor says how it got out.
 //! - `lnk-test-procs tree <marker> <secs>`: starts `linger <marker> <secs>` as a child that shares
 //!   its stdout and stderr, prints `started`, then lingers itself: a program with a grandchild.
 //! - `lnk-test-procs leave <marker> <secs>`: starts `linger <marker> <secs>` as a child that keeps
@@ -24,7 +26,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     match role.as_str() {
-        "linger" => {
+        linger if linger.starts_with("linger") => {
             std::thread::sleep(Duration::from_secs(secs));
             ExitCode::SUCCESS
         }

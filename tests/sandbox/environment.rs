@@ -23,7 +23,7 @@ both_sandboxes!(
 fn reader(sandbox: Sandbox) -> serde_json::Value {
     let script = match sandbox {
         Sandbox::Passthrough => "env; cat /proc/self/environ",
-        Sandbox::Bwrap => {
+        Sandbox::Bwrap | Sandbox::BwrapSharedPid => {
             "env; cat /proc/1/environ; for f in /proc/[0-9]*/environ; do cat \"$f\"; done"
         }
     };

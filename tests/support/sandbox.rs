@@ -14,6 +14,11 @@ pub enum Sandbox {
     Passthrough,
     /// The README's recommended `/usr/bin/bwrap …` line, with a trailing `--`.
     Bwrap,
+    /// The same line without a PID namespace (`--unshare-all` less `--unshare-pid`), still with
+    /// `--new-session`: the sandbox's programs share serve's PID namespace and start outside the
+    /// call's process group, so only Link Run's reapers hold them. Used by the containment
+    /// tests only.
+    BwrapSharedPid,
 }
 
 impl Sandbox {
@@ -29,6 +34,23 @@ impl Sandbox {
             // A trailing `--`, as people write it: the runner must not add another.
             Sandbox::Bwrap => {
                 let mut argv = bwrap_line(files, visible);
+                argv.push("--".into());
+                argv
+            }
+            Sandbox::BwrapSharedPid => {
+                let mut argv = Vec::new();
+                for arg in bwrap_line(files, visible) {
+                    if arg == "--unshare-all" {
+                        argv.extend(UNSHARE_ALL_BUT_PID.iter().map(|flag| (*flag).to_owned()));
+                    } else {
+                        argv.push(arg);
+                    }
+                }
+                assert!(
+                    argv.iter().any(|arg| arg == "--new-session")
+                        && !argv.iter().any(|arg| arg.starts_with("--unshare-pid")),
+                    "the shared-PID line keeps --new-session and drops the PID namespace: {argv:?}"
+                );
                 argv.push("--".into());
                 argv
             }
@@ -56,6 +78,15 @@ impl Sandbox {
         }
     }
 }
+
+/// What `--unshare-all` stands for, less `--unshare-pid`.
+const UNSHARE_ALL_BUT_PID: &[&str] = &[
+    "--unshare-user-try",
+    "--unshare-ipc",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+];
 
 /// The README's recommended line for `files`, with `visible` bound read-only before the files
 /// folder.

@@ -16,7 +16,7 @@ pub fn run(ctx: &mut ToolContext<'_>, arguments: &Map<String, Value>) -> Option<
         Err(message) => return Some(ToolAnswer::refusal(message)),
     };
     let timeout = spec.timeout;
-    let ended = call::run(spec, ctx.control, ctx.watchdog, ctx.progress.take());
+    let ended = call::run(spec, ctx.control, ctx.progress.take());
     match ended {
         Ok(Ended::Cancelled) => {
             tracing::debug!("call cancelled; no answer is sent");

@@ -1,0 +1,127 @@
+//! Nothing of a call outlives it, with or without a PID namespace: what its program starts in a
+//! session of its own, double-forked, under `nohup` or ignoring SIGTERM is gone after the call's
+//! end (and counted as leftovers), its timeout, its cancellation and serve's SIGKILL. And a call
+//! stopped at each step of its start, then serve SIGKILLed there, leaves nothing and runs
+//! nothing.
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::containment::{escaping, every_sandbox, reapers, wait_escaped, wait_file};
+use crate::procs::{marker, wait_gone, with_marker};
+use crate::sandbox::Sandbox;
+use crate::serve::{ANSWER, Setup, ran, text};
+
+every_sandbox!(
+    escapes_die_at_the_calls_end,
+    escapes_die_at_the_timeout,
+    escapes_die_at_cancellation,
+    escapes_die_with_serve_killed,
+    a_call_held_before_its_fork_dies_with_serve,
+    a_call_held_before_its_exec_dies_with_serve,
+);
+
+/// How long the processes of a call that ended may take to be gone (the second of leftover
+/// grace, and a busy machine).
+const GONE: Duration = Duration::from_secs(10);
+
+fn escapes_die_at_the_calls_end(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("60s").start();
+    let mark = marker();
+    let result = serve.call(escaping(&mark, "leave"));
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 0, "{result}");
+    assert_eq!(value["timed_out"], false, "{result}");
+    assert!(text(&result).contains("started"), "{result}");
+    match sandbox {
+        // Nothing but the reaper held them: they were still running a second after the
+        // program's end, and were killed as its leftovers.
+        Sandbox::Passthrough | Sandbox::BwrapSharedPid => {
+            assert_eq!(value["leftovers_killed"], true, "{result}");
+            assert!(text(&result).contains("killed"), "{result}");
+        }
+        // The PID namespace may take them down with the sandbox before the second is up.
+        Sandbox::Bwrap => assert!(value["leftovers_killed"].is_boolean(), "{result}"),
+    }
+    wait_gone(&mark, GONE);
+}
+
+fn escapes_die_at_the_timeout(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("3s").start();
+    let mark = marker();
+    let id = serve.send_call(escaping(&mark, "stay"), None);
+    wait_escaped(&mark, ANSWER);
+    let result = serve.call_result(id, ANSWER);
+    let value = ran(&result);
+    assert_eq!(value["timed_out"], true, "{result}");
+    // A timeout is not leftovers: the program itself was still running.
+    assert_eq!(value["leftovers_killed"], false, "{result}");
+    wait_gone(&mark, GONE);
+}
+
+fn escapes_die_at_cancellation(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("60s").start();
+    let mark = marker();
+    let id = serve.send_call(escaping(&mark, "stay"), None);
+    wait_escaped(&mark, ANSWER);
+    serve.send(&json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "the test cancels it"},
+    }));
+    wait_gone(&mark, GONE);
+    // Answered later calls prove the server goes on; the cancelled one gets no answer.
+    let later = serve.call(json!({"program": "true"}));
+    assert_eq!(ran(&later)["exit_code"], 0, "{later}");
+    assert!(
+        serve.inbox().iter().all(|m| m["id"] != id),
+        "the cancelled call was answered"
+    );
+}
+
+fn escapes_die_with_serve_killed(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("60s").start();
+    let mark = marker();
+    serve.send_call(escaping(&mark, "stay"), None);
+    wait_escaped(&mark, ANSWER);
+    serve.kill();
+    wait_gone(&mark, GONE);
+}
+
+/// Holds a call at `step` (`LNK_HOLD`), checks that `held` processes of Link Run's carry the
+/// call's marker there and nothing else does, SIGKILLs serve, and checks that they go and the
+/// program never runs.
+fn held_call_dies_with_serve(sandbox: Sandbox, step: &str, held: usize) {
+    let setup = Setup::new(sandbox);
+    let hold = setup.path("held");
+    let hook = format!("{step}={}", hold.display());
+    let mut serve = setup
+        .serve()
+        .timeout("60s")
+        .start_env(&[("LNK_HOLD", std::ffi::OsStr::new(&hook))]);
+    let mark = marker();
+    serve.send_call(escaping(&mark, "stay"), None);
+    wait_file(&hold, ANSWER);
+    let there = with_marker(&mark);
+    assert_eq!(reapers(&mark).len(), held, "held at {step}: {there:#?}");
+    assert_eq!(
+        there.len(),
+        held,
+        "only the reaper runs at {step}: {there:#?}"
+    );
+    serve.kill();
+    wait_gone(&mark, GONE);
+}
+
+fn a_call_held_before_its_fork_dies_with_serve(sandbox: Sandbox) {
+    held_call_dies_with_serve(sandbox, "call-reaper", 1);
+}
+
+fn a_call_held_before_its_exec_dies_with_serve(sandbox: Sandbox) {
+    // The reaper and its fork, which will become the sandbox.
+    held_call_dies_with_serve(sandbox, "call-exec", 2);
+}
