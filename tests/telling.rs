@@ -42,6 +42,9 @@ mod disk;
 #[path = "telling/wayin.rs"]
 mod wayin;
 
+/// A full state folder: refusals and logs say so, and no run's end is lost.
+#[path = "telling/full_disk.rs"]
+mod full_disk;
 /// A bad keyring: missing, 0644, a link, not hex.
 #[path = "telling/keyring.rs"]
 mod keyring;

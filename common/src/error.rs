@@ -51,28 +51,28 @@ pub enum Error {
         source: getrandom::Error,
     },
 
-    /// A system call on a path failed.
-    #[error("{op} {}", path.display())]
+    /// A system call on a path failed. The cause (the system's word for it: "No space left on
+    /// device") is part of the message, so that no caller that shows only the message can
+    /// drop it.
+    #[error("{op} {}: {cause}", path.display())]
     Io {
         /// What was being done.
         op: Op,
         /// The path it was done to.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 
-    /// A rename failed.
-    #[error("renaming {} to {}", from.display(), to.display())]
+    /// A rename failed (the cause is part of the message, as for [`Error::Io`]).
+    #[error("renaming {} to {}: {cause}", from.display(), to.display())]
     Rename {
         /// The old name.
         from: PathBuf,
         /// The new name.
         to: PathBuf,
         /// The cause.
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
 
     /// A record is not valid JSON of the expected shape.
@@ -116,6 +116,15 @@ pub enum Error {
         /// The cause.
         #[source]
         source: serde_json::Error,
+    },
+
+    /// A run's end could be neither stored nor kept in its lock file.
+    #[error("storing the run's end: {stored}; nor could it be kept in its lock file: {kept}")]
+    EndNotKept {
+        /// Why the record could not be stored.
+        stored: Box<Error>,
+        /// Why the end could not be kept.
+        kept: Box<Error>,
     },
 
     /// A run with this id already has a lock file, so it cannot be created again.
@@ -231,9 +240,22 @@ impl Error {
     /// Whether the root cause is "no such file or folder".
     pub fn is_not_found(&self) -> bool {
         match self {
-            Error::Io { source, .. } | Error::Rename { source, .. } => {
-                source.kind() == io::ErrorKind::NotFound
+            Error::Io { cause, .. } | Error::Rename { cause, .. } => {
+                cause.kind() == io::ErrorKind::NotFound
             }
+            _ => false,
+        }
+    }
+
+    /// Whether the root cause is a full file system or quota (`ENOSPC`, `EDQUOT`).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::EndNotKept { stored, .. } => stored.is_no_space(),
+            Error::Io { cause, .. } | Error::Rename { cause, .. } => matches!(
+                cause.raw_os_error(),
+                Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error()
+                    || code == rustix::io::Errno::DQUOT.raw_os_error()
+            ),
             _ => false,
         }
     }
@@ -242,7 +264,7 @@ impl Error {
         Error::Io {
             op,
             path: path.into(),
-            source: source.into(),
+            cause: source.into(),
         }
     }
 }
@@ -339,6 +361,8 @@ pub enum Op {
     List,
     /// Changing descriptor flags or duplicating a descriptor.
     Descriptor,
+    /// Reserving space in a file (`fallocate`).
+    Reserve,
 }
 
 impl fmt::Display for Op {
@@ -355,6 +379,7 @@ impl fmt::Display for Op {
             Op::Lock => "locking",
             Op::List => "listing",
             Op::Descriptor => "setting up the descriptor of",
+            Op::Reserve => "reserving space in",
         })
     }
 }

@@ -49,6 +49,8 @@ pub const LOG_SUFFIX: &str = ".log";
 pub const SWEEP_LOG: &str = "sweep.log";
 /// A log longer than this when it is opened starts again empty, so logs stay bounded.
 pub const LOG_LIMIT: u64 = 1024 * 1024;
+/// Bytes a log reserves past its end when it is opened, for what is said on a full disk.
+pub const LOG_RESERVE: u64 = 64 * 1024;
 /// Prefix of every temporary file, in the state folder and in `background/`.
 pub const TEMP_PREFIX: &str = ".tmp-";
 /// Age after which a temporary file is surely a leftover.
@@ -154,6 +156,9 @@ impl StateDir {
         if len > LOG_LIMIT {
             file.set_len(0).map_err(|e| Error::io(Op::Write, path, e))?;
         }
+        // Room reserved past the end, so that a log still takes what its writer has to say
+        // (above all that the disk is full) when the disk is full. Best effort.
+        let _ = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, LOG_RESERVE);
         Ok(file)
     }
 

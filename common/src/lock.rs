@@ -110,10 +110,12 @@ pub fn create_locked(state: &StateDir, id: &RunId) -> Result<LockGuard, Error> {
     let final_path = state.lock(id);
     let file = open_file(
         &temp,
-        OFlags::CREATE | OFlags::EXCL | OFlags::RDONLY,
+        OFlags::CREATE | OFlags::EXCL | OFlags::RDWR,
         Op::Create,
     )?;
-    let result = lock_now(&file, &temp).and_then(|()| rename_no_replace(&temp, &final_path, id));
+    let result = lock_now(&file, &temp)
+        .and_then(|()| reserve_kept_end(&file, &temp))
+        .and_then(|()| rename_no_replace(&temp, &final_path, id));
     if let Err(e) = result {
         // Best effort: a sweep removes temporaries a crash leaves.
         let _ = std::fs::remove_file(&temp);
@@ -345,6 +347,25 @@ fn open_file(path: &Path, flags: OFlags, op: Op) -> Result<File, Error> {
     Ok(File::from(fd))
 }
 
+/// Reserves [`KEPT_END_SPACE`] bytes of the lock file (without changing its length), so that a
+/// supervisor can keep its run's end there when the disk is full
+/// ([`crate::record::Record::store_ended`]). A full disk refuses the run now, saying so; a file
+/// system that cannot reserve is let be.
+fn reserve_kept_end(file: &File, path: &Path) -> Result<(), Error> {
+    match rustix::fs::fallocate(
+        file,
+        rustix::fs::FallocateFlags::KEEP_SIZE,
+        0,
+        KEPT_END_SPACE,
+    ) {
+        Ok(()) | Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => Ok(()),
+        Err(e) => Err(Error::io(Op::Reserve, path, e)),
+    }
+}
+
+/// The space a run's lock file reserves for its kept end.
+pub const KEPT_END_SPACE: u64 = 4096;
+
 /// Takes a fresh file's flock; it cannot be contended, so "would block" is an error too.
 fn lock_now(file: &File, path: &Path) -> Result<(), Error> {
     file.try_lock().map_err(|e| {
@@ -374,7 +395,7 @@ fn rename_no_replace(temp: &Path, target: &Path, id: &RunId) -> Result<(), Error
             return Err(Error::Rename {
                 from: temp.to_owned(),
                 to: target.to_owned(),
-                source: e.into(),
+                cause: e.into(),
             });
         }
     }
@@ -385,7 +406,7 @@ fn rename_no_replace(temp: &Path, target: &Path, id: &RunId) -> Result<(), Error
             return Err(Error::Rename {
                 from: temp.to_owned(),
                 to: target.to_owned(),
-                source: e.into(),
+                cause: e.into(),
             });
         }
     }

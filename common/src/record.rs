@@ -261,6 +261,75 @@ impl Record {
         )
     }
 
+    /// Stores a record whose run just ended, as its supervisor does, so that a full disk loses
+    /// nothing. First the end (status and output counters) is kept in the run's lock file,
+    /// in space `start` reserved there ([`crate::lock::KEPT_END_SPACE`]), which needs no new
+    /// block; then the record is stored, and tried again every [`STORE_RETRY`] for
+    /// [`STORE_RETRIES`] tries while it fails (a disk that fills up is often freed soon).
+    /// Given up, the error says why (ENOSPC included), and a sweep finds the end kept in the
+    /// lock file once the supervisor is gone ([`kept_end`]): the run is then recorded as it
+    /// ended, never `lost`. The caller holds the run's lock.
+    pub fn store_ended(&self, state: &StateDir) -> Result<(), Error> {
+        let kept = self.keep_end(state);
+        let mut tries = 0;
+        loop {
+            match self.store(state) {
+                Ok(()) => return Ok(()),
+                Err(e)
+                    if tries + 1 >= STORE_RETRIES
+                        || !matches!(e, Error::Io { .. } | Error::Rename { .. }) =>
+                {
+                    return Err(match kept {
+                        Ok(()) => e,
+                        // Nothing kept either: say both.
+                        Err(kept) => Error::EndNotKept {
+                            stored: Box::new(e),
+                            kept: Box::new(kept),
+                        },
+                    });
+                }
+                Err(e) => {
+                    if tries == 0 {
+                        tracing::warn!(
+                            id = %self.id,
+                            kept = kept.is_ok(),
+                            "{e}; the run's end is tried again every {} s for {} s",
+                            STORE_RETRY.as_secs(),
+                            STORE_RETRY.as_secs() * u64::from(STORE_RETRIES)
+                        );
+                    }
+                    tries += 1;
+                    std::thread::sleep(STORE_RETRY);
+                }
+            }
+        }
+    }
+
+    /// Writes the end into the run's lock file (see [`store_ended`](Self::store_ended)).
+    fn keep_end(&self, state: &StateDir) -> Result<(), Error> {
+        let path = state.lock(&self.id);
+        let kept = KeptEnd {
+            status: self.status,
+            output: self.output,
+        };
+        let mut bytes = serde_json::to_vec(&kept).map_err(|source| Error::RecordSerialize {
+            id: self.id.clone(),
+            source,
+        })?;
+        bytes.push(b'\n');
+        let fd = open_owned(&path, rustix::fs::OFlags::WRONLY)?;
+        let written =
+            rustix::io::pwrite(&fd, &bytes, 0).map_err(|e| Error::io(Op::Write, &path, e))?;
+        if written != bytes.len() {
+            return Err(Error::io(
+                Op::Write,
+                &path,
+                std::io::Error::from(std::io::ErrorKind::WriteZero),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether a sweep should try to tell this run now: it ended, has a way in, is not told, and
     /// ended no more than [`TELL_WINDOW`] before `now`.
     pub fn tell_due(&self, now: UnixMs) -> bool {
@@ -338,6 +407,63 @@ fn read_regular(path: &Path) -> Result<Vec<u8>, Error> {
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(Op::Read, path, e))?;
     Ok(bytes)
+}
+
+/// How long [`Record::store_ended`] waits between two tries.
+pub const STORE_RETRY: Duration = Duration::from_secs(1);
+/// How many times [`Record::store_ended`] tries in all (about a minute).
+pub const STORE_RETRIES: u32 = 60;
+
+/// A run's end as its supervisor kept it in the run's lock file when the record could not be
+/// written: one line of JSON, `{"status": {...}, "output": {...}}`, at the file's start. An
+/// empty lock file keeps nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptEnd {
+    /// How the run ended.
+    pub status: Status,
+    /// The output counters at the end.
+    pub output: Output,
+}
+
+/// The end kept in run `id`'s lock file, if any; read by the holder of the lock (a sweep that
+/// found it free while the record still says `running`).
+pub fn kept_end(state: &StateDir, id: &RunId) -> Result<Option<KeptEnd>, Error> {
+    use std::io::Read;
+    let path = state.lock(id);
+    let fd = match open_owned(&path, rustix::fs::OFlags::RDONLY) {
+        Ok(fd) => fd,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    fs::File::from(fd)
+        .take(crate::lock::KEPT_END_SPACE)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(Op::Read, &path, e))?;
+    let Some(end) = bytes.iter().position(|b| *b == b'\n') else {
+        return Ok(None);
+    };
+    let kept: KeptEnd =
+        serde_json::from_slice(&bytes[..end]).map_err(|source| Error::RecordParse {
+            path: path.clone(),
+            source,
+        })?;
+    Ok((!kept.status.is_running()).then_some(kept))
+}
+
+/// Opens a file of the state folder without following a link or blocking, and checks it is
+/// the user's regular file.
+fn open_owned(path: &Path, flags: rustix::fs::OFlags) -> Result<rustix::fd::OwnedFd, Error> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io(Op::Open, path, e))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
+    crate::trust::check_owned_regular(&stat, path)?;
+    Ok(fd)
 }
 
 /// The largest record read: real ones are a few KiB (a long command line at most).

@@ -152,8 +152,8 @@ impl BackgroundDir {
         let name = output_file_name(id);
         let flags = OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::EXCL;
         match self.open_regular(&name, flags, Op::Create) {
-            Err(Error::Io { source, .. })
-                if source.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {}
+            Err(Error::Io { cause, .. })
+                if cause.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {}
             other => return other,
         }
         self.remove_name(&name)?;
@@ -185,8 +185,8 @@ impl BackgroundDir {
         let name = rotation_temp_name(id)?;
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL;
         let file = match self.open_regular(&name, flags, Op::Create) {
-            Err(Error::Io { source, .. })
-                if source.raw_os_error() == Some(Errno::EXIST.raw_os_error()) =>
+            Err(Error::Io { cause, .. })
+                if cause.raw_os_error() == Some(Errno::EXIST.raw_os_error()) =>
             {
                 self.remove_name(&name)?;
                 self.open_regular(&name, flags, Op::Create)?
@@ -229,7 +229,7 @@ impl BackgroundDir {
                 return Err(Error::Rename {
                     from: self.path.join(&temp.name),
                     to: self.path.join(&output),
-                    source: e.into(),
+                    cause: e.into(),
                 });
             }
         }
@@ -243,7 +243,7 @@ impl BackgroundDir {
         rustix::fs::renameat(&self.fd, from, &self.fd, to).map_err(|e| Error::Rename {
             from: self.path.join(from),
             to: self.path.join(to),
-            source: e.into(),
+            cause: e.into(),
         })
     }
 

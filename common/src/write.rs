@@ -76,10 +76,10 @@ fn write_temp_then_rename(
         file.sync_all().map_err(|e| Error::io(Op::Sync, temp, e))?;
     }
     drop(file);
-    std::fs::rename(temp, target).map_err(|source| Error::Rename {
+    std::fs::rename(temp, target).map_err(|cause| Error::Rename {
         from: temp.to_owned(),
         to: target.to_owned(),
-        source,
+        cause,
     })
 }
 

@@ -158,7 +158,7 @@ fn for_each_run_stopped(
         if let Ok(mut record) = Record::load(state, id)
             && record.status.is_running()
         {
-            reclaim::mark_lost(state, &mut record, &guard)?;
+            sweep::record_end_of_gone(state, &mut record, &guard)?;
         }
         then(id, guard)?;
         handled += 1;

@@ -87,7 +87,9 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
                 ended_at_ms: UnixMs::now(),
                 exit: None,
             };
-            record.store(&state).context("recording the run lost")?;
+            record
+                .store_ended(&state)
+                .context("recording the run lost")?;
         }
     }
     // A run ended by a signal to its supervisor is left untold: whoever stops supervisors
@@ -177,7 +179,7 @@ fn supervise(state: &StateDir, record: &mut Record, signals: &Signals) -> Result
         Ending::Stopped => Status::Stopped { ended_at_ms, exit },
         Ending::Lost => Status::Lost { ended_at_ms, exit },
     };
-    record.store(state)?;
+    record.store_ended(state)?;
     tracing::info!(id = %record.id, state = record.status.state().as_str(), "run ended");
     Ok(())
 }

@@ -119,8 +119,7 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
             return Ok(());
         }
     };
-    if record.status.is_running() {
-        reclaim::mark_lost(state, &mut record, &lock)?;
+    if record.status.is_running() && !record_end_of_gone(state, &mut record, &lock)? {
         report.lost += 1;
     }
     let now = UnixMs::now();
@@ -135,6 +134,26 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
         report.removed += 1;
     }
     Ok(())
+}
+
+/// A `running` record whose supervisor is gone (the caller holds its free lock): the end the
+/// supervisor kept in the lock file when it could not store the record (a full disk) is
+/// recorded — the run ended as it says, not `lost` — else the run is recorded lost, its
+/// group killed when surely its own. Whether the run's own end was found.
+pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuard) -> Result<bool> {
+    match lnk_common::record::kept_end(state, &record.id) {
+        Ok(Some(kept)) => {
+            record.status = kept.status;
+            record.output = kept.output;
+            record.store(state)?;
+            tracing::info!(id = %record.id, state = %record.status.state(), "the end the supervisor kept is recorded");
+            return Ok(true);
+        }
+        Ok(None) => {}
+        Err(err) => tracing::warn!(id = %record.id, "{err}; the run is recorded lost"),
+    }
+    reclaim::mark_lost(state, record, lock)?;
+    Ok(false)
 }
 
 /// Sets a run whose lock is damaged aside: its record (if any) becomes `<id>.damaged`, and

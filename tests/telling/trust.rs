@@ -33,7 +33,9 @@ fn can_be_nobody(test: &str) -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }
-    eprintln!("skipped {test}: it needs root, to run the other user as nobody");
+    crate::sandbox::say_skipped(&format!(
+        "{test} needs root, to run the other user as nobody"
+    ));
     false
 }
 

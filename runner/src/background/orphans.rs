@@ -57,4 +57,12 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
             Err(_) => true,
         });
     }
+    // The sweep could not record them (a full disk): shown as their supervisor kept their
+    // end, if it did, rather than `running`.
+    for i in waiting {
+        if let Ok(Some(kept)) = lnk_common::record::kept_end(&state, &records[i].id) {
+            records[i].status = kept.status;
+            records[i].output = kept.output;
+        }
+    }
 }

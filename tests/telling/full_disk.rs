@@ -1,0 +1,165 @@
+//! A full state folder loses nothing and says so (issue 12): the refusal of a `start` and the
+//! supervisor's log name "No space left on device"; a run's end that cannot be recorded is
+//! tried again by its supervisor, and kept (in space its lock file reserved) for a sweep when
+//! the supervisor is gone, so the run is recorded as it ended — never `lost`, never `running`
+//! after its supervisor is gone; `list` and `read` agree on its bytes.
+//!
+//! The state folder is a small tmpfs the test mounts (as root, as in CI); elsewhere the tests
+//! say they are skipped.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::disk::Tell;
+use crate::runs::{
+    Flags, listed, meta, poll, read_ok, sigkill, start, tool, wait_no_supervisor, wait_supervisor,
+};
+use crate::sandbox::{Sandbox, say_skipped};
+use crate::serve::{ANSWER, is_error, text};
+
+/// A tmpfs mounted on a folder, unmounted when dropped.
+struct Tmpfs {
+    at: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` on `at` (made here); `None`, said, where that cannot be done.
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        if !rustix::process::geteuid().is_root() {
+            say_skipped("mounting a small tmpfs needs root");
+            return None;
+        }
+        std::fs::create_dir_all(at).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={size},mode=0700"))
+            .arg("tmpfs")
+            .arg(at)
+            .output()
+            .unwrap_or_else(|err| panic!("running mount: {err}"));
+        if !out.status.success() {
+            say_skipped(&format!(
+                "cannot mount a tmpfs here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            return None;
+        }
+        Some(Tmpfs { at: at.to_owned() })
+    }
+
+    /// Fills it up with one file, which is returned.
+    fn fill(&self) -> PathBuf {
+        let filler = self.at.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 4096];
+        while file.write_all(&block).is_ok() {}
+        let _ = file.sync_all();
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.at).status();
+    }
+}
+
+/// A run that waits for `go` in the files folder, then writes `done\n` and exits 0.
+fn waiting_run() -> Value {
+    json!({"program": "sh", "args": ["-c", "while [ ! -e go ]; do sleep 0.05; done; echo done"]})
+}
+
+/// Waits until the supervisor's log of `id` names the full disk.
+fn wait_log_says_full(t: &Tell, id: &str) -> String {
+    let log = t.state().join(format!("{id}.log"));
+    let mut seen = String::new();
+    let said = poll(ANSWER, || {
+        seen = std::fs::read_to_string(&log).unwrap_or_default();
+        seen.contains("No space left on device")
+    });
+    assert!(
+        said,
+        "the supervisor's log does not name the full disk: {seen:?}"
+    );
+    seen
+}
+
+/// `list` and `read` show the same bytes of `id`: `done\n`.
+fn list_and_read_agree(serve: &mut crate::serve::Serve, id: &str) {
+    let run = listed(serve, id);
+    let (bytes, value) = read_ok(serve, json!({"id": id}));
+    assert_eq!(bytes, "done\n", "{value}");
+    assert_eq!(
+        run["output_bytes"], value["output_bytes"],
+        "{run} vs {value}"
+    );
+    assert_eq!(run["output_bytes"], 5, "{run}");
+}
+
+#[test]
+fn a_full_state_folder_refuses_starts_saying_so_and_loses_no_end() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let Some(tmpfs) = Tmpfs::mount(t.state(), "1m") else {
+        return;
+    };
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let id = start(&mut serve, waiting_run());
+    t.bg.group(&id);
+    let filler = tmpfs.fill();
+
+    let refused = tool(&mut serve, "start", waiting_run(), Some(meta(None)));
+    assert!(is_error(&refused), "a start on a full disk: {refused}");
+    assert!(
+        text(&refused).contains("No space left on device"),
+        "the refusal does not say why: {}",
+        text(&refused)
+    );
+
+    std::fs::write(t.bg.setup.files.join("go"), b"").unwrap();
+    wait_log_says_full(&t, &id);
+    assert_eq!(t.bg.record(&id).unwrap()["status"]["state"], "running");
+    // Space comes back: the supervisor, still trying, records the end.
+    std::fs::remove_file(&filler).unwrap();
+    let record = t.bg.wait_record(&id, Duration::from_secs(20), |r| {
+        r["status"]["state"] != "running"
+    });
+    assert_eq!(record["status"]["state"], "exited", "{record}");
+    assert_eq!(record["status"]["exit"]["code"], 0, "{record}");
+    assert_eq!(record["output"]["written_bytes"], 5, "{record}");
+    wait_no_supervisor(&id, ANSWER);
+    list_and_read_agree(&mut serve, &id);
+}
+
+#[test]
+fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let Some(tmpfs) = Tmpfs::mount(t.state(), "1m") else {
+        return;
+    };
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let id = start(&mut serve, waiting_run());
+    t.bg.group(&id);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let filler = tmpfs.fill();
+    std::fs::write(t.bg.setup.files.join("go"), b"").unwrap();
+    wait_log_says_full(&t, &id);
+    // The supervisor dies while it still cannot write the record.
+    sigkill(supervisor.pid);
+    wait_no_supervisor(&id, ANSWER);
+
+    // The disk is still full: nothing can be written, but `list` shows the end that was
+    // kept, not a run that nothing supervises.
+    let run = listed(&mut serve, &id);
+    assert_eq!(run["state"], "exited", "{run}");
+    assert_eq!(run["exit_code"], 0, "{run}");
+
+    std::fs::remove_file(&filler).unwrap();
+    t.sweep();
+    let record = t.bg.record(&id).unwrap();
+    assert_eq!(record["status"]["state"], "exited", "not lost: {record}");
+    assert_eq!(record["output"]["written_bytes"], 5, "{record}");
+    list_and_read_agree(&mut serve, &id);
+}
