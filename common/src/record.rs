@@ -262,17 +262,33 @@ impl Record {
     }
 
     /// Stores a record whose run just ended, as its supervisor does, so that a full disk loses
-    /// nothing. First the end (status and output counters) is kept in the run's lock file,
-    /// in space `start` reserved there ([`crate::lock::KEPT_END_SPACE`]), which needs no new
-    /// block; then the record is stored, and tried again every [`STORE_RETRY`] for
-    /// [`STORE_RETRIES`] tries while it fails (a disk that fills up is often freed soon).
+    /// nothing. When the record cannot be stored, the end (status and output counters) is kept
+    /// in the run's lock file, in space `start` reserved there
+    /// ([`crate::lock::KEPT_END_SPACE`]), which needs no new block, and the record is tried
+    /// again every [`STORE_RETRY`], [`STORE_RETRIES`] tries in all (a disk that fills up is
+    /// often freed soon).
     /// Given up, the error says why (ENOSPC included), and a sweep finds the end kept in the
     /// lock file once the supervisor is gone ([`kept_end`]): the run is then recorded as it
     /// ended, never `lost`. The caller holds the run's lock.
     pub fn store_ended(&self, state: &StateDir) -> Result<(), Error> {
+        let first = match self.store(state) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
         let kept = self.keep_end(state);
-        let mut tries = 0;
+        if !matches!(first, Error::Io { .. } | Error::Rename { .. }) {
+            return Err(first);
+        }
+        tracing::warn!(
+            id = %self.id,
+            kept = kept.is_ok(),
+            "{first}; the run's end is tried again every {} s for {} s",
+            STORE_RETRY.as_secs(),
+            STORE_RETRY.as_secs() * u64::from(STORE_RETRIES)
+        );
+        let mut tries = 1;
         loop {
+            std::thread::sleep(STORE_RETRY);
             match self.store(state) {
                 Ok(()) => return Ok(()),
                 Err(e)
@@ -288,19 +304,7 @@ impl Record {
                         },
                     });
                 }
-                Err(e) => {
-                    if tries == 0 {
-                        tracing::warn!(
-                            id = %self.id,
-                            kept = kept.is_ok(),
-                            "{e}; the run's end is tried again every {} s for {} s",
-                            STORE_RETRY.as_secs(),
-                            STORE_RETRY.as_secs() * u64::from(STORE_RETRIES)
-                        );
-                    }
-                    tries += 1;
-                    std::thread::sleep(STORE_RETRY);
-                }
+                Err(_) => tries += 1,
             }
         }
     }

@@ -143,6 +143,11 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
 pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuard) -> Result<bool> {
     match lnk_common::record::kept_end(state, &record.id) {
         Ok(Some(kept)) => {
+            // Its supervisor killed what was left before keeping the end; whatever is still
+            // there of a group surely its own goes all the same.
+            if let Some(group) = reclaim::surely_own_group(record) {
+                group.kill();
+            }
             record.status = kept.status;
             record.output = kept.output;
             record.store(state)?;
