@@ -27,9 +27,15 @@ mod serve;
 #[path = "background/runs.rs"]
 mod runs;
 
+/// The sandbox check: `lnk-link-run check`, serve's refusals and warnings.
+#[path = "sandbox/check.rs"]
+mod check;
 /// Nothing of serve's environment reaches a call's or a run's sandbox.
 #[path = "sandbox/environment.rs"]
 mod environment;
 /// The sandbox program is found once, never in the agent's folder.
 #[path = "sandbox/lookup.rs"]
 mod lookup;
+/// The test folder of an agent: files, state, keyring and a way in, for root or `nobody`.
+#[path = "sandbox/world.rs"]
+mod world;

@@ -185,6 +185,7 @@ impl Place {
                 allowed: &ALLOWED,
                 extra,
                 sandbox: vec![bins.passthrough.clone().into_os_string()],
+                sandbox_check: false,
                 log: self.log(name),
             },
         )

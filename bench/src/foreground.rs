@@ -116,6 +116,9 @@ impl Place {
             output: FLOOD_OUTPUT,
             allowed: &ALLOWED,
             extra: Vec::new(),
+            sandbox_check: sandbox
+                .first()
+                .is_some_and(|p| Path::new(p) != bins.passthrough.as_path()),
             sandbox,
             log: self.log(name),
         }
@@ -509,33 +512,9 @@ fn bubblewrap(
     bwrap: &Path,
     calls: usize,
 ) -> Result<()> {
-    let files = place.files.as_os_str();
-    // The spec's prefix, plus a read-only view of the programs folder, which lies in /tmp.
-    let mut prefix: Vec<OsString> = vec![bwrap.into()];
-    for arg in [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "--bind",
-    ] {
-        prefix.push(arg.into());
-    }
-    prefix.extend([files.into(), files.into(), "--ro-bind".into()]);
-    prefix.extend([place.programs.clone().into(), place.programs.clone().into()]);
-    for arg in [
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-    ] {
-        prefix.push(arg.into());
-    }
+    // The README's recommended line, plus a read-only view of the programs folder.
+    let prefix: Vec<OsString> =
+        crate::line::recommended(&place.files, std::slice::from_ref(&place.programs), bwrap)?;
     let (program, args) = prefix.split_first().context("an empty bwrap prefix")?;
     spawn_true(
         Command::new(program)

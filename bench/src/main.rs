@@ -9,6 +9,7 @@
 mod background;
 mod bins;
 mod foreground;
+mod line;
 mod procs;
 mod report;
 mod serve;

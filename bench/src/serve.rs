@@ -32,6 +32,9 @@ pub struct ServeArgs<'a> {
     pub extra: Vec<OsString>,
     /// The sandbox prefix after `--`.
     pub sandbox: Vec<OsString>,
+    /// Whether serve checks the sandbox at start (off for the pass-through prefix, which is
+    /// no sandbox on purpose: `--no-sandbox-check`).
+    pub sandbox_check: bool,
     /// Where serve's stderr (its logs) goes.
     pub log: PathBuf,
 }
@@ -74,8 +77,11 @@ impl Serve {
         for program in args.allowed {
             command.args(["--program", program]);
         }
+        command.args(&args.extra);
+        if !args.sandbox_check {
+            command.arg("--no-sandbox-check");
+        }
         command
-            .args(&args.extra)
             .arg("--")
             .args(&args.sandbox)
             .stdin(Stdio::piped())

@@ -25,13 +25,33 @@ pub struct Cli {
 enum Command {
     /// Serve MCP over stdio: run each call's program in the sandbox given after `--`.
     Serve(Box<ServeArgs>),
+    /// Check the sandbox as `serve` does at start, with the same arguments, and report each
+    /// check: exit 0 when `serve` would start, 1 when it would refuse.
+    Check(Box<ServeArgs>),
+    /// Run by the sandbox check inside the sandbox: tries what a hostile program would.
+    #[command(name = "sandbox-probe", hide = true)]
+    SandboxProbe,
 }
 
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Invocation {
-    /// `serve`, checked.
-    Serve(Box<Config>),
+    /// `serve`, checked; `sandbox_check` is false with `--no-sandbox-check`.
+    Serve {
+        /// The checked flags.
+        config: Box<Config>,
+        /// Whether to run the sandbox check at start.
+        sandbox_check: bool,
+    },
+    /// `check`, with serve's flags checked; `skipped` when they hold `--no-sandbox-check`.
+    Check {
+        /// The checked flags.
+        config: Box<Config>,
+        /// Whether `--no-sandbox-check` is among them.
+        skipped: bool,
+    },
+    /// The sandbox check's probe, inside the sandbox.
+    SandboxProbe,
 }
 
 /// The flags of `serve`. Every one is optional here so that a missing one gets a message of its
@@ -83,6 +103,10 @@ struct ServeArgs {
     /// The keyring folder holding `<agent>.key` (default: Link's keyring).
     #[arg(long, value_name = "DIR")]
     keyring: Option<PathBuf>,
+    /// Skip the sandbox check at start (for a sandbox that cannot run the probe, or a
+    /// pass-through prefix on purpose); serve then logs a warning.
+    #[arg(long)]
+    no_sandbox_check: bool,
     /// The sandbox prefix: each call runs `<sandbox> -- <program> <args>`.
     #[arg(last = true, value_name = "SANDBOX")]
     sandbox: Vec<OsString>,
@@ -111,7 +135,21 @@ impl Cli {
             },
         };
         match cli.command {
-            Command::Serve(args) => args.check().map(|c| Invocation::Serve(Box::new(c))),
+            Command::Serve(args) => {
+                let sandbox_check = !args.no_sandbox_check;
+                args.check().map(|c| Invocation::Serve {
+                    config: Box::new(c),
+                    sandbox_check,
+                })
+            }
+            Command::Check(args) => {
+                let skipped = args.no_sandbox_check;
+                args.check().map(|c| Invocation::Check {
+                    config: Box::new(c),
+                    skipped,
+                })
+            }
+            Command::SandboxProbe => Ok(Invocation::SandboxProbe),
         }
     }
 }

@@ -14,6 +14,7 @@ mod background;
 mod call;
 mod calls;
 mod capture;
+mod check;
 mod cli;
 mod config;
 mod context;
@@ -47,12 +48,22 @@ pub fn main() -> ExitCode {
     if args.nth(1).is_some_and(|sub| sub == spawn::REAP) {
         return lnk_common::reaper::main(args);
     }
-    let config = match cli::Cli::parse_args() {
-        Ok(cli::Invocation::Serve(config)) => *config,
+    let (config, sandbox_check) = match cli::Cli::parse_args() {
+        Ok(cli::Invocation::Serve {
+            config,
+            sandbox_check,
+        }) => (*config, sandbox_check),
+        Ok(cli::Invocation::Check { config, skipped }) => {
+            check::hold_marker();
+            init_logging();
+            return check::report(&config, skipped);
+        }
+        Ok(cli::Invocation::SandboxProbe) => return check::probe::run(),
         Err(refusal) => return refuse_to_start(&refusal.to_string()),
     };
+    check::hold_marker();
     init_logging();
-    match serve(config) {
+    match serve(config, sandbox_check) {
         Ok(()) => ExitCode::SUCCESS,
         // Only the setup before serving fails this way: a refusal to start like the others.
         Err(err) => refuse_to_start(&format!("{err:#}")),
@@ -88,8 +99,18 @@ fn init_logging() {
 }
 
 /// Serves until stdin ends or SIGTERM/SIGINT arrives, then kills the calls in flight.
-fn serve(config: config::Config) -> anyhow::Result<()> {
+fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     use anyhow::Context;
+    // Before anything else starts: a sandbox that does not confine is a refusal to start.
+    let sandbox_warnings = if sandbox_check {
+        check::before_serving(&config).map_err(anyhow::Error::msg)?
+    } else {
+        vec![
+            "--no-sandbox-check: the sandbox was not checked; nothing proves that it keeps the \
+              agent's programs from the agent's key, the state folder or serve's environment"
+                .to_owned(),
+        ]
+    };
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
@@ -97,6 +118,9 @@ fn serve(config: config::Config) -> anyhow::Result<()> {
         lnk_common::layout::StateDir::new(&background.state)
             .create()
             .context("creating the state folder")?;
+    }
+    for warning in sandbox_warnings {
+        tracing::warn!("{warning}");
     }
     if let Some(background) = &config.background {
         background::start_sweeps(background);

@@ -26,7 +26,7 @@ fn answers_a_handshake_and_exits_zero_when_stdin_ends() {
             "--output",
             "1KiB",
         ])
-        .args(["--program", "true", "--", "env"])
+        .args(["--program", "true", "--no-sandbox-check", "--", "env"])
         .write_stdin(input)
         .assert()
         .success()
@@ -110,8 +110,9 @@ fn a_limit_too_long_to_count_is_no_limit() {
     assert!(child.wait().unwrap().success());
 }
 
-/// `serve` with `env` as its sandbox prefix (it runs what follows `--`), the programs `sleep`
-/// and `true`, a call time limit of `timeout`, stdin and stdout piped.
+/// `serve` with `env` as its sandbox prefix (it runs what follows `--`; unchecked, on
+/// purpose), the programs `sleep` and `true`, a call time limit of `timeout`, stdin and stdout
+/// piped.
 fn serve_piped_with(files: &std::path::Path, timeout: &str) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("lnk-link-run"))
         .args(["serve", "--files"])
@@ -125,7 +126,7 @@ fn serve_piped_with(files: &std::path::Path, timeout: &str) -> std::process::Chi
             "--program",
             "true",
         ])
-        .args(["--", "env"])
+        .args(["--no-sandbox-check", "--", "env"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -150,6 +151,7 @@ fn refused(args: &[&str]) -> std::process::Output {
             "1KiB",
             "--program",
             "true",
+            "--no-sandbox-check",
             "--",
             "env",
         ])

@@ -57,6 +57,13 @@ impl Sandbox {
         }
     }
 
+    /// Whether serve checks this sandbox at start: the pass-through prefix is no sandbox, on
+    /// purpose, so its half runs with `--no-sandbox-check`; the bubblewrap lines with the check
+    /// (the shared-PID one passes it, with a warning).
+    pub fn checked(self) -> bool {
+        self != Sandbox::Passthrough
+    }
+
     /// Whether tests can run under this sandbox here; prints why not (the test then passes
     /// without running) or, with `LNK_REQUIRE_SANDBOX=1`, fails.
     pub fn usable(self) -> bool {

@@ -125,6 +125,7 @@ impl Setup {
             era: Era::Legacy("2025-11-25"),
             sandbox: None,
             visible: Vec::new(),
+            user: None,
             current_dir: None,
             env: Vec::new(),
         }
@@ -154,6 +155,7 @@ pub struct ServeBuilder<'a> {
     era: Era,
     sandbox: Option<Vec<String>>,
     visible: Vec<PathBuf>,
+    user: Option<u32>,
     current_dir: Option<PathBuf>,
     env: Vec<(String, OsString)>,
 }
@@ -174,11 +176,25 @@ impl ServeBuilder<'_> {
         self
     }
 
+    /// Runs serve as this user (and group of the same number), with no other groups; the tests
+    /// run as root, so this is how they run serve as an ordinary user (`nobody`).
+    #[allow(dead_code)]
+    pub fn run_as(mut self, uid: u32) -> Self {
+        self.user = Some(uid);
+        self
+    }
+
     /// The folder serve starts in (hosts often start it in the agent's folder).
     #[allow(dead_code)]
     pub fn current_dir(mut self, dir: &Path) -> Self {
         self.current_dir = Some(dir.to_path_buf());
         self
+    }
+
+    /// The variables added to serve's environment.
+    #[allow(dead_code)]
+    pub fn envs(&self) -> &[(String, OsString)] {
+        &self.env
     }
 
     /// One more variable in serve's environment.
@@ -257,6 +273,9 @@ impl ServeBuilder<'_> {
             argv.extend(["--var".into(), var.into()]);
         }
         argv.extend(self.extra.iter().map(OsString::from));
+        if !self.setup.sandbox.checked() {
+            argv.push("--no-sandbox-check".into());
+        }
         argv.push("--".into());
         let sandbox = match &self.sandbox {
             Some(sandbox) => sandbox.clone(),
@@ -278,7 +297,13 @@ impl ServeBuilder<'_> {
             .map(|(name, value)| (name.as_str(), value.as_os_str()))
             .collect();
         all.extend_from_slice(envs);
-        Serve::spawn_env(&self.argv(), self.era, &all, self.current_dir.as_deref())
+        Serve::spawn_env(
+            &self.argv(),
+            self.era,
+            &all,
+            self.current_dir.as_deref(),
+            self.user,
+        )
     }
 
     /// As [`ServeBuilder::start`], with more variables in the server's environment (test hooks
@@ -320,16 +345,23 @@ pub struct Serve {
 }
 
 impl Serve {
-    /// Starts the server with `envs` added to its environment, in `cwd` when given.
+    /// Starts the server with `envs` added to its environment, in `cwd` and as `user` when
+    /// given.
     fn spawn_env(
         argv: &[OsString],
         era: Era,
         envs: &[(&str, &std::ffi::OsStr)],
         cwd: Option<&Path>,
+        user: Option<u32>,
     ) -> Serve {
         let mut command = Command::new(link_run());
         if let Some(cwd) = cwd {
             command.current_dir(cwd);
+        }
+        if let Some(uid) = user {
+            use std::os::unix::process::CommandExt;
+            // As root, std drops the supplementary groups before it changes the user.
+            command.uid(uid).gid(uid);
         }
         let mut child = command
             .args(argv)

@@ -1,0 +1,163 @@
+//! serve's side of running the probe: through the sandbox exactly as a call runs (the same
+//! prefix and `--var`s, in the files folder, with an empty environment, leading a process group
+//! of its own, killed with the thread that started it), with the request on its stdin.
+//!
+//! The probe is this very executable, reached inside through an inherited descriptor
+//! (`/proc/self/fd/<n>`), so a sandbox that does not show the folder `lnk-link-run` is installed
+//! in can still run it; it needs a `/proc` inside and the libraries the binary links to.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::process::{Pid, Signal, getpid, getppid, kill_process_group};
+
+use super::wire::{ANSWER_PREFIX, Answer, Request, SUBCOMMAND};
+use crate::config::Config;
+
+/// How long the probe may take before serve gives up on it.
+pub const PROBE_DEADLINE: Duration = Duration::from_secs(15);
+/// The most of the probe's stdout and stderr kept.
+const MAX_OUTPUT: u64 = 1 << 20;
+
+/// What running the probe gave.
+#[derive(Debug)]
+pub struct Ran {
+    /// The answer, when the probe gave one.
+    pub answer: Option<Answer>,
+    /// How the sandbox process ended (`None` when it was killed at the deadline).
+    pub status: Option<ExitStatus>,
+    /// The last line the sandbox or the probe wrote on stderr, for a message.
+    pub stderr: String,
+    /// How long it took, from spawn to the sandbox's end.
+    pub elapsed: Duration,
+}
+
+/// Runs the probe with `request` through `config`'s sandbox.
+pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
+    let exe = rustix::fs::open(
+        "/proc/self/exe",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let program = format!("/proc/self/fd/{}", exe.as_raw_fd());
+    let argv = crate::spawn::call_argv(
+        &config.sandbox,
+        &config.vars,
+        Path::new(&program),
+        &[SUBCOMMAND.to_owned()],
+    );
+    let workdir = crate::workdir::open(&config.files, ".")
+        .map_err(|err| std::io::Error::other(err.to_string()))?;
+    let Some((sandbox, args)) = argv.split_first() else {
+        return Err(std::io::Error::other("an empty sandbox"));
+    };
+    let mut command = Command::new(sandbox);
+    command
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    in_folder_with_exe(&mut command, workdir.handle.as_fd(), &exe);
+    let started = Instant::now();
+    let mut child = command.spawn()?;
+    let group = Pid::from_child(&child);
+    let request = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (done_tx, done_rx) = mpsc::channel();
+    let readers = std::thread::Builder::new()
+        .name("sandbox probe".into())
+        .spawn(move || {
+            // The request is small (well under a pipe's buffer), so this never waits on a probe
+            // that reads nothing.
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(&request);
+            }
+            let err_reader = stderr.map(|pipe| std::thread::spawn(move || read_all(pipe)));
+            let out = stdout.map(read_all).unwrap_or_default();
+            let err = err_reader
+                .and_then(|reader| reader.join().ok())
+                .unwrap_or_default();
+            let _ = done_tx.send((out, err));
+        })?;
+    let outputs = done_rx.recv_timeout(PROBE_DEADLINE).ok();
+    // The probe never leaves anything running; whatever its sandbox left in the group goes
+    // now, before the leader is reaped (its zombie keeps the group's id from being reused).
+    let _ = kill_process_group(group, Signal::KILL);
+    let status = child.wait()?;
+    let elapsed = started.elapsed();
+    let (out, err) = match outputs {
+        Some(outputs) => outputs,
+        // The readers may wait on pipes that something outside the group holds: leave them.
+        None => {
+            drop(readers);
+            return Ok(Ran {
+                answer: None,
+                status: None,
+                stderr: String::new(),
+                elapsed,
+            });
+        }
+    };
+    let _ = readers.join();
+    let answer = String::from_utf8_lossy(&out)
+        .lines()
+        .find_map(|line| line.strip_prefix(ANSWER_PREFIX).map(str::to_owned))
+        .and_then(|json| serde_json::from_str(&json).ok());
+    let stderr = String::from_utf8_lossy(&err)
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    Ok(Ran {
+        answer,
+        status: Some(status),
+        stderr,
+        elapsed,
+    })
+}
+
+fn read_all(pipe: impl Read) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut pipe = pipe.take(MAX_OUTPUT);
+    let _ = pipe.read_to_end(&mut bytes);
+    bytes
+}
+
+/// Starts the child in the folder `cwd` is a handle on, with `exe` open across the exec (so
+/// `/proc/self/fd/<n>` is this executable inside), and `SIGKILL` on the death of this thread.
+#[allow(unsafe_code)]
+fn in_folder_with_exe(command: &mut Command, cwd: BorrowedFd<'_>, exe: &OwnedFd) {
+    let parent = getpid();
+    let cwd = cwd.as_raw_fd();
+    let exe = exe.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe work is allowed. It makes four system calls (fchdir, fcntl, prctl and
+    // getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes no
+    // lock and touches no memory shared with other threads. `cwd` and `exe` are descriptors
+    // the caller keeps open until the spawn returns, so they are open in the child.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
+            rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(exe), rustix::io::FdFlags::empty())?;
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            if getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::SRCH.raw_os_error(),
+                ));
+            }
+            Ok(())
+        });
+    }
+}

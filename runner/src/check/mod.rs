@@ -1,0 +1,184 @@
+//! The sandbox check (SPEC: "The sandbox, and what serve checks of it"). The sandbox is the
+//! user's, but an agent's program is hostile until proven otherwise, so before it answers
+//! anything serve runs one probe through the sandbox, exactly as a call would run, and refuses
+//! to start when the probe can do from inside what no program of the agent's may: use a
+//! capability, read the agent's key or the state folder, reach the way in, read serve's
+//! environment, or create a file outside `--files`. It warns when the sandbox shares serve's
+//! PID namespace or reaches Unix sockets outside the files folder.
+//!
+//! Its parts: [`plan`] builds what the probe is asked from the configuration; [`launch`] runs
+//! the probe (this very executable, `lnk-link-run sandbox-probe`, reached through an inherited
+//! descriptor) through the sandbox; [`probe`] is what runs inside; [`wire`] is what the two say
+//! to each other; [`verdict`] reads the answer, with what serve sees from outside, into the
+//! report that `serve` refuses or warns by and `lnk-link-run check` prints.
+
+mod launch;
+mod plan;
+pub mod probe;
+mod verdict;
+mod wire;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub use wire::SUBCOMMAND;
+
+use crate::config::Config;
+use verdict::{Finding, Outcome};
+
+/// Puts a fresh random marker into this process's environment, for the probe to look for.
+/// Must be called before any thread starts (it is, first thing in `main`).
+#[allow(unsafe_code)]
+pub fn hold_marker() {
+    let Some(marker) = random_hex() else {
+        return;
+    };
+    // SAFETY: `set_var` is unsound only when another thread reads or writes the environment at
+    // the same time. This runs in `main` before any thread is started (clap and the flag
+    // checks start none), so no other thread exists yet.
+    unsafe {
+        std::env::set_var(plan::MARKER_VARIABLE, format!("lnk-marker-{marker}"));
+    }
+}
+
+/// 16 random bytes as hex.
+fn random_hex() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// What the check found, or why it could not look.
+struct Checked {
+    findings: Vec<Finding>,
+    elapsed: Duration,
+}
+
+/// Runs the probe for `config` and reads its answer.
+fn check(config: &Config) -> Result<Checked, String> {
+    let marker = std::env::var(plan::MARKER_VARIABLE).unwrap_or_default();
+    let name = random_hex()
+        .map(|hex| format!(".lnk-sandbox-check-{hex}"))
+        .ok_or("the sandbox check found no random source for its file names")?;
+    let plan = plan::Plan::new(config, &marker, &name);
+    let ran = launch::run(config, &plan.request).map_err(|err| {
+        format!(
+            "the sandbox check could not start the sandbox: {err}; give a sandbox that runs, or \
+             start serve with --no-sandbox-check"
+        )
+    })?;
+    // Look from outside whether a file the probe made landed, and take it away again.
+    let appeared: Vec<bool> = plan
+        .outside
+        .iter()
+        .map(|outside| {
+            let path = outside.folder.join(&name);
+            let landed = path.symlink_metadata().is_ok();
+            if landed && let Err(err) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), %err, "cannot remove the sandbox check's file");
+            }
+            landed
+        })
+        .collect();
+    let Some(answer) = ran.answer else {
+        let how = match (ran.status, ran.stderr.is_empty()) {
+            (None, _) => format!(
+                "it gave no answer within {} s",
+                launch::PROBE_DEADLINE.as_secs()
+            ),
+            (Some(status), true) => format!("the sandbox ended ({status}) with no answer"),
+            (Some(status), false) => format!("the sandbox ended ({status}): {}", ran.stderr),
+        };
+        return Err(format!(
+            "the sandbox check could not run its probe in the sandbox ({how}). serve runs it \
+             as a call, `<sandbox> -- /proc/self/fd/<n> {SUBCOMMAND}`, so the sandbox needs a \
+             /proc and the libraries of lnk-link-run; a sandbox that cannot run it needs \
+             --no-sandbox-check"
+        ));
+    };
+    if answer.stat.len() != plan.request.stat.len()
+        || answer.read.len() != plan.request.read.len()
+        || answer.connect.len() != plan.request.connect.len()
+        || answer.write.len() != plan.request.write.len()
+    {
+        return Err("the sandbox check's probe answered something else than it was asked".into());
+    }
+    Ok(Checked {
+        findings: verdict::judge(&plan, &answer, &appeared),
+        elapsed: ran.elapsed,
+    })
+}
+
+/// The check at serve's start: `Ok` with the warnings to log once serve goes on, or `Err` with
+/// the one line serve refuses to start with.
+pub fn before_serving(config: &Config) -> Result<Vec<String>, String> {
+    let checked = check(config)?;
+    tracing::debug!(elapsed = ?checked.elapsed, "sandbox check done");
+    let leaks: Vec<String> = checked
+        .findings
+        .iter()
+        .filter(|f| f.outcome == Outcome::Leak)
+        .map(Finding::short)
+        .collect();
+    if !leaks.is_empty() {
+        return Err(format!(
+            "the sandbox does not confine the agent's programs: {}. `lnk-link-run check` with \
+             the same arguments reports every check",
+            leaks.join("; ")
+        ));
+    }
+    Ok(checked
+        .findings
+        .iter()
+        .filter(|f| f.outcome == Outcome::Warning)
+        .map(|f| format!("sandbox check: {}", f.short()))
+        .collect())
+}
+
+/// `lnk-link-run check`: the same probe, reported to a person on stdout, one line per check.
+/// Exit 0 when serve would start, 1 when it would refuse.
+pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
+    let mut out = String::new();
+    let sandbox: Vec<String> = config
+        .sandbox
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    out.push_str(&format!("sandbox: {}\n", sandbox.join(" ")));
+    if skipped_at_start {
+        out.push_str(
+            "note: --no-sandbox-check is given, so serve would skip this check and start \
+             anyway\n",
+        );
+    }
+    let code = match check(config) {
+        Err(line) => {
+            out.push_str(&format!("FAIL  running the probe: {line}\n"));
+            out.push_str("serve would refuse to start\n");
+            1
+        }
+        Ok(checked) => {
+            for finding in &checked.findings {
+                out.push_str(&finding.line());
+                out.push('\n');
+            }
+            let refuses = checked.findings.iter().any(|f| f.outcome == Outcome::Leak);
+            out.push_str(&format!(
+                "the probe took {} ms; serve would {}\n",
+                checked.elapsed.as_millis(),
+                if refuses { "refuse to start" } else { "start" }
+            ));
+            u8::from(refuses)
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return ExitCode::from(2);
+    }
+    ExitCode::from(code)
+}

@@ -1,0 +1,188 @@
+//! What the probe is asked to try, built from serve's configuration, with what each path is
+//! kept on serve's side to read the answer by.
+//!
+//! A folder that does not exist yet (a fresh machine: no keyring, no state folder) is looked
+//! at through its nearest existing parent: if the sandbox shows that parent as it is, the
+//! folder will be visible inside as soon as it is made.
+
+use std::path::{Path, PathBuf};
+
+use super::wire::{FileId, Request};
+use crate::config::Config;
+
+/// The name of the variable that holds serve's marker.
+pub const MARKER_VARIABLE: &str = "LNK_SANDBOX_CHECK_MARKER";
+
+/// A folder the sandbox must not show.
+#[derive(Debug, Clone)]
+pub struct Hidden {
+    /// What it is, for a person ("the state folder").
+    pub what: &'static str,
+    /// The folder as serve was given it.
+    pub folder: PathBuf,
+    /// What is looked at: the folder itself, or its nearest existing parent.
+    pub looked_at: PathBuf,
+    /// Its identity outside.
+    pub outside: FileId,
+}
+
+/// A file the sandbox must not let programs read.
+#[derive(Debug, Clone)]
+pub struct Secret {
+    /// What it is ("the agent's key").
+    pub what: &'static str,
+    /// Where.
+    pub path: PathBuf,
+    /// The folder to hide to close it.
+    pub hide: PathBuf,
+}
+
+/// A folder outside `--files` where nothing may be created.
+#[derive(Debug, Clone)]
+pub struct Outside {
+    /// What it is ("serve's working folder").
+    pub what: &'static str,
+    /// The folder.
+    pub folder: PathBuf,
+}
+
+/// The probe's request and how to read its answer.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// What the probe is sent.
+    pub request: Request,
+    /// The folders of [`Request::stat`], in order.
+    pub hidden: Vec<Hidden>,
+    /// The files of [`Request::read`], in order.
+    pub secrets: Vec<Secret>,
+    /// The way in, when there is one ([`Request::connect`]'s only socket), with its identity.
+    pub way_in: Option<(PathBuf, Option<FileId>)>,
+    /// The folders of [`Request::write`], in order.
+    pub outside: Vec<Outside>,
+    /// serve's own PID namespace.
+    pub pid_namespace: Option<String>,
+}
+
+impl Plan {
+    /// The plan for `config`, with `marker` as the value serve holds in its environment.
+    pub fn new(config: &Config, marker: &str, write_name: &str) -> Plan {
+        let mut plan = Plan {
+            request: Request {
+                marker: marker.to_owned(),
+                serve_pid: rustix::process::getpid().as_raw_nonzero().get(),
+                serve_start: lnk_common::proc_info::ProcessId::this()
+                    .ok()
+                    .and_then(|pid| lnk_common::proc_info::start_time(pid).ok().flatten()),
+                write_name: write_name.to_owned(),
+                ..Request::default()
+            },
+            hidden: Vec::new(),
+            secrets: Vec::new(),
+            way_in: None,
+            outside: Vec::new(),
+            pid_namespace: std::fs::read_link("/proc/self/ns/pid")
+                .ok()
+                .map(|link| link.to_string_lossy().into_owned()),
+        };
+        if let Some(background) = &config.background {
+            let state = &background.state;
+            plan.hide("the state folder", state);
+            plan.secret(
+                "the state folder's start.lock",
+                &state.join("start.lock"),
+                state,
+            );
+            if let Some(record) = first_record(state) {
+                plan.secret("a record of the state folder", &record, state);
+            }
+            plan.no_writes("the state folder", state);
+            if let Some(way_in) = &background.way_in {
+                let keyring = &way_in.keyring;
+                plan.hide("the keyring folder", keyring);
+                let key = keyring.join(format!("{}.key", way_in.agent));
+                plan.secret("the agent's key", &key, keyring);
+                plan.no_writes("the keyring folder", keyring);
+                let socket = &way_in.socket;
+                plan.request.connect.push(socket.clone());
+                plan.way_in = Some((socket.clone(), FileId::of(socket)));
+                if FileId::of(socket).is_none()
+                    && let Some(parent) = socket.parent()
+                {
+                    plan.hide("the way in's folder", parent);
+                }
+                plan.request.scan_skip.push(socket.clone());
+            }
+        }
+        if let Ok(cwd) = std::env::current_dir()
+            && !cwd.starts_with(&config.files)
+        {
+            plan.no_writes("serve's working folder", &cwd);
+        }
+        if let Some(parent) = config.files.parent() {
+            plan.no_writes("the parent of --files", parent);
+        }
+        plan.request.scan_deep = ["/run", "/var/run", "/tmp"].map(PathBuf::from).to_vec();
+        if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+            && runtime.is_absolute()
+            && !plan.request.scan_deep.contains(&runtime)
+        {
+            plan.request.scan_deep.push(runtime);
+        }
+        plan.request.scan_shallow = config
+            .files
+            .ancestors()
+            .skip(1)
+            .map(Path::to_path_buf)
+            .collect();
+        plan.request.scan_skip.push(config.files.clone());
+        plan
+    }
+
+    fn hide(&mut self, what: &'static str, folder: &Path) {
+        let Some((looked_at, outside)) = nearest_existing(folder) else {
+            return;
+        };
+        self.request.stat.push(looked_at.clone());
+        self.hidden.push(Hidden {
+            what,
+            folder: folder.to_path_buf(),
+            looked_at,
+            outside,
+        });
+    }
+
+    fn secret(&mut self, what: &'static str, path: &Path, hide: &Path) {
+        self.request.read.push(path.to_path_buf());
+        self.secrets.push(Secret {
+            what,
+            path: path.to_path_buf(),
+            hide: hide.to_path_buf(),
+        });
+    }
+
+    fn no_writes(&mut self, what: &'static str, folder: &Path) {
+        let Some((folder, _)) = nearest_existing(folder) else {
+            return;
+        };
+        if self.outside.iter().any(|o| o.folder == folder) {
+            return;
+        }
+        self.request.write.push(folder.clone());
+        self.outside.push(Outside { what, folder });
+    }
+}
+
+/// `path` if it exists, else its nearest existing parent, with its identity.
+fn nearest_existing(path: &Path) -> Option<(PathBuf, FileId)> {
+    path.ancestors()
+        .find_map(|p| FileId::of(p).map(|id| (p.to_path_buf(), id)))
+}
+
+/// A record of the state folder, if it keeps any (the first `*.json` found).
+fn first_record(state: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(state)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "json"))
+}

@@ -1,0 +1,171 @@
+//! A world for the sandbox check and the hostile payloads: a test folder with the files folder,
+//! a state folder that holds a `start.lock` and a record, a keyring with the agent's key, and
+//! a way in that listens, all outside `--files`, as a real agent's would be. It can be made
+//! for `nobody` (uid 65534), with everything owned by that user and the folders above it
+//! open to it, to run serve as an ordinary user while the tests run as root.
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::runs::{Bg, Flags, link_supervise};
+use crate::sandbox::{Sandbox, bwrap_line, path_str};
+use crate::serve::{ServeBuilder, link_run};
+
+/// The agent whose key the keyring holds.
+pub const AGENT: &str = "agent-1";
+
+/// `nobody`.
+pub const NOBODY: u32 = 65534;
+
+/// Whether this process runs as root (as the tests do in CI).
+pub fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The users a test runs serve as: root, and `nobody` when the tests can become it.
+pub fn users() -> Vec<Option<u32>> {
+    if running_as_root() {
+        vec![None, Some(NOBODY)]
+    } else {
+        eprintln!("note: not root, so serve runs only as this user (no `nobody` half)");
+        vec![None]
+    }
+}
+
+/// The test's folder and its agent's things.
+pub struct World {
+    /// The folder, `files/` and `state/`.
+    pub bg: Bg,
+    /// The keyring folder, holding `agent-1.key` and `.pub`.
+    pub keyring: PathBuf,
+    /// The way in: a Unix socket a stand-in bridge listens on (it never accepts; connecting is
+    /// all that is tried).
+    pub way_in: PathBuf,
+    _bridge: Option<UnixListener>,
+    /// The user serve runs as (`None`: this process's).
+    pub user: Option<u32>,
+}
+
+impl World {
+    /// A world with every folder made (`fresh`: with no keyring and no state folder yet, as
+    /// on a new machine).
+    pub fn new(user: Option<u32>, fresh: bool) -> World {
+        let bg = Bg::new(Sandbox::Bwrap);
+        let root = bg.setup.root.path().to_path_buf();
+        let keyring = root.join("config/lnk/keyring");
+        let bridge_dir = root.join("bridge");
+        std::fs::create_dir(&bridge_dir).unwrap();
+        let way_in = bridge_dir.join("way-in.sock");
+        let bridge = (!fresh).then(|| UnixListener::bind(&way_in).unwrap());
+        if !fresh {
+            std::fs::create_dir_all(&keyring).unwrap();
+            std::fs::set_permissions(&keyring, std::fs::Permissions::from_mode(0o700)).unwrap();
+            let out = Command::new(link_supervise())
+                .args(["keygen", "--keyring", &path_str(&keyring), "--as", AGENT])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "keygen: {out:?}");
+            std::fs::create_dir(&bg.state).unwrap();
+            std::fs::set_permissions(&bg.state, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::fs::write(bg.state.join("start.lock"), "").unwrap();
+            std::fs::write(bg.state.join("abcdefghijkl0123.json"), "{}").unwrap();
+        }
+        if let Some(uid) = user {
+            // Everything of the world is the user's, and the folders above it let it pass.
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+            chown_all(&root, uid);
+        }
+        World {
+            bg,
+            keyring,
+            way_in,
+            _bridge: bridge,
+            user,
+        }
+    }
+
+    /// The test's folder.
+    pub fn root(&self) -> &Path {
+        self.bg.setup.root.path()
+    }
+
+    /// The files folder.
+    pub fn files(&self) -> &Path {
+        &self.bg.setup.files
+    }
+
+    /// `serve` with the state folder, the way in, the agent and the keyring, as the world's
+    /// user, under `sandbox`.
+    pub fn serve(&self, sandbox: Vec<String>) -> ServeBuilder<'_> {
+        let keyring = path_str(&self.keyring);
+        let way_in = path_str(&self.way_in);
+        let mut builder = self
+            .bg
+            .serve(&Flags::default())
+            .flags(&["--way-in", &way_in, "--as", AGENT, "--keyring", &keyring])
+            .sandbox(sandbox);
+        if let Some(uid) = self.user {
+            builder = builder.run_as(uid);
+        }
+        builder
+    }
+
+    /// The README's recommended line for this world's files folder (nothing added).
+    pub fn recommended(&self) -> Vec<String> {
+        crate::readme::recommended_sandbox(self.files(), &[])
+    }
+
+    /// The tests' bubblewrap line (the recommended one, with the helpers visible), with `edit`
+    /// applied to its elements.
+    pub fn line_with(&self, edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
+        let mut line = bwrap_line(self.files(), &[crate::serve::helpers_dir()]);
+        edit(&mut line);
+        line
+    }
+
+    /// Runs `lnk-link-run <subcommand>` with the flags of `builder` (as the world's user, in
+    /// the test's folder), to its end.
+    pub fn run(&self, subcommand: &str, builder: &ServeBuilder<'_>) -> Output {
+        let mut argv = builder.argv();
+        argv[0] = OsString::from(subcommand);
+        let mut command = Command::new(link_run());
+        if let Some(uid) = self.user {
+            use std::os::unix::process::CommandExt;
+            command.uid(uid).gid(uid);
+        }
+        let mut child = command
+            .args(&argv)
+            .envs(builder.envs().iter().map(|(k, v)| (k, v)))
+            .current_dir(self.root())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("`lnk-link-run {subcommand}` did not end within 60 s: {argv:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.wait_with_output().unwrap()
+    }
+}
+
+/// Gives `path` and everything below it to `uid` (and the group of the same number).
+pub fn chown_all(path: &Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            chown_all(&entry.unwrap().path(), uid);
+        }
+    }
+}
