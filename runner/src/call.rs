@@ -107,7 +107,7 @@ pub struct CallSpec {
     /// The working folder.
     pub cwd: crate::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
-    pub input: Option<Vec<u8>>,
+    pub input: Option<crate::input::Input>,
     /// The time limit.
     pub timeout: Duration,
     /// The output kept per stream.
@@ -188,8 +188,7 @@ fn watch(
         stdout: reaper.child.stdout.take(),
         stderr: reaper.child.stderr.take(),
         stdin: reaper.child.stdin.take(),
-        input: spec.input.unwrap_or_default(),
-        input_at: 0,
+        input: spec.input,
         out: HeadTail::new(spec.output),
         err: HeadTail::new(spec.output),
         buf: vec![0; READ_CHUNK],
@@ -336,8 +335,8 @@ struct Running {
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
     stdin: Option<ChildStdin>,
-    input: Vec<u8>,
-    input_at: usize,
+    /// What is left to write to stdin; freed as it is written.
+    input: Option<crate::input::Input>,
     out: HeadTail,
     err: HeadTail,
     buf: Vec<u8>,
@@ -377,15 +376,20 @@ impl Running {
         if is_ready(slots.stdin) {
             self.feed_input();
         }
-        if self.stdin.is_some() && self.input_at >= self.input.len() {
-            self.stdin = None; // all written: close it, so the program sees the end
+        if self.input.as_ref().is_none_or(crate::input::Input::is_done) {
+            // All written (or the program stopped reading): close stdin so the program sees
+            // the end, and free what is left.
+            self.stdin = None;
+            self.input = None;
         }
     }
 
     fn feed_input(&mut self) {
-        let Some(pipe) = &mut self.stdin else { return };
-        match pipe.write(&self.input[self.input_at..]) {
-            Ok(n) => self.input_at += n,
+        let (Some(pipe), Some(input)) = (&mut self.stdin, &mut self.input) else {
+            return;
+        };
+        match pipe.write(input.pending()) {
+            Ok(n) => input.advance(n),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             // The program closed its stdin (EPIPE) or the pipe failed: stop feeding it.

@@ -2,22 +2,29 @@
 //! cancellation and progress — and nothing of the server that reads and answers
 //! requests, so that a tool can be run (and tested) without one.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::call::CallControl;
 use crate::config::Config;
+use crate::input::{self, InputBudget};
 use crate::protocol::Era;
 
 /// What every call of one `serve` shares.
 pub struct Toolbox {
     /// The checked flags.
     pub config: Config,
+    /// The input the calls in flight hold.
+    pub input: Arc<InputBudget>,
 }
 
 impl Toolbox {
     /// The toolbox of a server started with `config`.
     pub fn new(config: Config) -> Self {
-        Self { config }
+        Self {
+            config,
+            input: InputBudget::new(input::HELD_AT_ONCE),
+        }
     }
 }
 
@@ -25,6 +32,8 @@ impl Toolbox {
 pub struct ToolContext<'a> {
     /// The checked flags.
     pub config: &'a Config,
+    /// The input the calls in flight hold.
+    pub input: &'a Arc<InputBudget>,
     /// The revision the call is served at.
     pub era: &'a Era,
     /// The call's cancellation.
@@ -44,6 +53,7 @@ impl<'a> ToolContext<'a> {
     ) -> Self {
         Self {
             config: &toolbox.config,
+            input: &toolbox.input,
             era,
             control,
             progress,

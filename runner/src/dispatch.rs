@@ -71,7 +71,7 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         id,
         era,
         tool,
-        arguments,
+        mut arguments,
         meta,
     } = call;
     let token = meta
@@ -90,7 +90,7 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
     };
     let answer = catch_unwind(AssertUnwindSafe(|| {
         let mut ctx = ToolContext::new(toolbox, &era, in_flight.control(), progress);
-        tool.run(&mut ctx, &arguments, meta.as_ref())
+        tool.run(&mut ctx, &mut arguments, meta.as_ref())
     }))
     .unwrap_or_else(|_| {
         Some(ToolAnswer::refusal(format!(

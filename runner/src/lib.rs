@@ -19,6 +19,7 @@ mod cli;
 mod config;
 mod context;
 mod dispatch;
+mod input;
 mod lines;
 mod program;
 mod progress;

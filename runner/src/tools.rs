@@ -7,6 +7,6 @@ mod command;
 mod definitions;
 mod tool;
 
-pub use args::command_args;
+pub use args::{command_args, take_input};
 pub use definitions::definitions;
 pub use tool::Tool;

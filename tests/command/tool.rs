@@ -456,3 +456,47 @@ fn var_reaches_the_program(sandbox: Sandbox) {
     let result = serve.call(json!({"program": "echo", "args": ["LNK_NOT_A_VAR=1", "x"]}));
     assert!(text(&result).contains("LNK_NOT_A_VAR=1 x"), "{result}");
 }
+
+/// Input is held within one budget for all calls (64 MiB): five calls of 15 MiB each whose
+/// programs never read it cannot all start; the one past the budget is refused, and once the
+/// others end their input is given back.
+#[test]
+fn input_held_at_once_is_bounded() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().timeout("40s").start();
+    let input = "i".repeat(15 * 1024 * 1024);
+    // Each request's line is written as it is: serializing 15 MiB in a debug build would be
+    // the slowest part of the test.
+    let send = |serve: &mut crate::serve::Serve, script: &str| {
+        let id = serve.fresh_id();
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"command","arguments":{{"program":"sh","args":["-c","{script}"],"input":"{input}"}}}}}}"#
+        );
+        serve.send_line(line.as_bytes());
+        id
+    };
+    let started = std::time::Instant::now();
+    let waiting: Vec<i64> = (0..4).map(|_| send(&mut serve, "sleep 10")).collect();
+    let refused_id = send(&mut serve, "true");
+    let refused = serve.call_result(refused_id, std::time::Duration::from_secs(20));
+    // The four hold their input for ten seconds: long enough to read five 15 MiB requests
+    // even in a debug build on a busy machine.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the test could not send its requests in time"
+    );
+    assert!(is_error(&refused), "{refused}");
+    let why = text(&refused);
+    assert!(why.contains("input") && why.contains("file"), "{why}");
+    for id in waiting {
+        let result = serve.call_result(id, std::time::Duration::from_secs(40));
+        assert_eq!(ran(&result)["exit_code"], 0, "{result}");
+    }
+    let counted = send(&mut serve, "wc -c");
+    let result = serve.call_result(counted, std::time::Duration::from_secs(20));
+    assert_eq!(
+        ran(&result)["stdout"],
+        format!("{}\n", input.len()),
+        "{result}"
+    );
+}

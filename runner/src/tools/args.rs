@@ -54,6 +54,16 @@ pub fn command_args(arguments: &Map<String, Value>) -> Result<CommandArgs, Strin
     })
 }
 
+/// Takes a `command` call's `input` out of its arguments, so that the one copy of it (up to a
+/// request line, 16 MiB) is the one written to the program.
+pub fn take_input(arguments: &mut Map<String, Value>) -> Result<Option<String>, String> {
+    match arguments.remove("input") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err("`input` must be a string".into()),
+    }
+}
+
 fn optional_string(arguments: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
     match arguments.get(key) {
         None | Some(Value::Null) => Ok(None),

@@ -1,17 +1,20 @@
 //! The `command` tool: checks a call, runs it to its end, and answers how it ended and what it
 //! wrote.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::answer::ToolAnswer;
 use crate::call::{self, CallSpec, Ended};
 use crate::config::Config;
 use crate::context::ToolContext;
+use crate::input::InputBudget;
 use crate::{program, render, spawn, workdir};
 
 /// Runs a `command` call on the calling thread; `None` when it was cancelled.
-pub fn run(ctx: &mut ToolContext<'_>, arguments: &Map<String, Value>) -> Option<ToolAnswer> {
-    let spec = match prepare(ctx.config, arguments) {
+pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Option<ToolAnswer> {
+    let spec = match prepare(ctx.config, ctx.input, arguments) {
         Ok(spec) => spec,
         Err(message) => return Some(ToolAnswer::refusal(message)),
     };
@@ -40,16 +43,26 @@ pub fn run(ctx: &mut ToolContext<'_>, arguments: &Map<String, Value>) -> Option<
     }
 }
 
-/// Turns the arguments into what to run, or a refusal that says what to do instead.
-pub fn prepare(config: &Config, arguments: &Map<String, Value>) -> Result<CallSpec, String> {
+/// Turns the arguments into what to run, or a refusal that says what to do instead. The
+/// call's `input` is taken out of `arguments` and held within the server's input budget.
+pub fn prepare(
+    config: &Config,
+    budget: &Arc<InputBudget>,
+    arguments: &mut Map<String, Value>,
+) -> Result<CallSpec, String> {
+    let input = super::take_input(arguments)?;
     let args = super::command_args(arguments)?;
     let program = program::resolve(&args.program, &config.programs, &config.programs_path)
         .map_err(|e| e.to_string())?;
     let cwd = workdir::open(&config.files, &args.dir).map_err(|e| e.to_string())?;
+    let input = match input {
+        Some(text) => Some(budget.take(text).map_err(|e| e.to_string())?),
+        None => None,
+    };
     Ok(CallSpec {
         argv: spawn::call_argv(&config.sandbox, &config.vars, &program, &args.args),
         cwd,
-        input: args.input.map(String::into_bytes),
+        input,
         timeout: config.timeout,
         output: config.output,
     })
@@ -97,9 +110,15 @@ mod tests {
         let (_dir, files) = files_folder();
         std::fs::create_dir(files.join("src")).unwrap_or_else(|e| panic!("{e}"));
         let config = config(files.clone());
-        let args =
+        let budget = InputBudget::new(1024);
+        let mut args =
             arguments(json!({"program": "echo", "args": ["a b"], "dir": "src", "input": "x"}));
-        let spec = prepare(&config, &args).unwrap_or_else(|e| panic!("{e}"));
+        let spec = prepare(&config, &budget, &mut args).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !args.contains_key("input"),
+            "the input is taken, not copied"
+        );
+        assert_eq!(budget.held(), 1);
         let echo = program::find_on_path("echo", &config.programs_path)
             .unwrap_or_else(|| panic!("echo is on /usr/bin:/bin"));
         let expected: Vec<OsString> = vec![
@@ -113,7 +132,7 @@ mod tests {
         ];
         assert_eq!(spec.argv, expected);
         assert_eq!(spec.cwd.path, files.join("src"));
-        assert_eq!(spec.input.as_deref(), Some(&b"x"[..]));
+        assert_eq!(spec.input.as_ref().map(|i| i.pending()), Some(&b"x"[..]));
         assert_eq!(spec.timeout, Duration::from_secs(7));
         assert_eq!(spec.output, 64);
     }
@@ -122,20 +141,27 @@ mod tests {
     fn a_program_off_the_list_or_a_folder_outside_is_refused_with_what_to_do() {
         let (_dir, files) = files_folder();
         let config = config(files);
-        let refused = prepare(&config, &arguments(json!({"program": "sh"})))
+        let budget = InputBudget::new(4);
+        let prepare = |value: Value| prepare(&config, &budget, &mut arguments(value));
+        let refused = prepare(json!({"program": "sh"}))
             .err()
             .unwrap_or_else(|| panic!("sh is not on the list"));
         assert!(
             refused.contains("true") && refused.contains("echo"),
             "{refused}"
         );
-        let outside = prepare(&config, &arguments(json!({"program": "true", "dir": ".."})))
+        let outside = prepare(json!({"program": "true", "dir": ".."}))
             .err()
             .unwrap_or_else(|| panic!(".. leads outside"));
         assert!(outside.contains(".."), "{outside}");
-        let typo = prepare(&config, &arguments(json!({"program": "true", "cwd": "."})))
+        let typo = prepare(json!({"program": "true", "cwd": "."}))
             .err()
             .unwrap_or_else(|| panic!("cwd is not an argument"));
         assert!(typo.contains("cwd"), "{typo}");
+        let too_much = prepare(json!({"program": "true", "input": "12345"}))
+            .err()
+            .unwrap_or_else(|| panic!("5 bytes pass a budget of 4"));
+        assert!(too_much.contains("input"), "{too_much}");
+        assert_eq!(budget.held(), 0, "nothing is held for a refused call");
     }
 }

@@ -69,7 +69,7 @@ impl Tool {
     pub fn run(
         self,
         ctx: &mut ToolContext<'_>,
-        arguments: &Map<String, Value>,
+        arguments: &mut Map<String, Value>,
         meta: Option<&Map<String, Value>>,
     ) -> Option<ToolAnswer> {
         let config = ctx.config;
