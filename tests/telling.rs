@@ -45,6 +45,9 @@ mod wayin;
 /// A full state folder: refusals and logs say so, and no run's end is lost.
 #[path = "telling/full_disk.rs"]
 mod full_disk;
+/// The index: version-1 folders swept, indexed and read; sweeps that look only at what is due.
+#[path = "telling/index.rs"]
+mod index;
 /// A bad keyring: missing, 0644, a link, not hex.
 #[path = "telling/keyring.rs"]
 mod keyring;

@@ -51,6 +51,8 @@ pub const SWEEP_LOG: &str = "sweep.log";
 pub const LOG_LIMIT: u64 = 1024 * 1024;
 /// Bytes a log reserves past its end when it is opened, for what is said on a full disk.
 pub const LOG_RESERVE: u64 = 64 * 1024;
+/// The folder of temporaries, inside the state folder.
+pub const TEMP_DIR: &str = "tmp";
 /// Prefix of every temporary file, in the state folder and in `background/`.
 pub const TEMP_PREFIX: &str = ".tmp-";
 /// Age after which a temporary file is surely a leftover.
@@ -86,7 +88,17 @@ impl StateDir {
             .mode(0o700)
             .create(&self.path)
             .map_err(|e| Error::io(Op::MakeDir, &self.path, e))?;
-        trust::check_state_folder(&self.path)
+        trust::check_state_folder(&self.path)?;
+        // A new (empty) folder is indexed from the start; an older one is indexed by the
+        // next sweep.
+        let empty = fs::read_dir(&self.path)
+            .map_err(|e| Error::io(Op::List, &self.path, e))?
+            .next()
+            .is_none();
+        if empty {
+            crate::index::init(self)?;
+        }
+        Ok(())
     }
 
     /// Names an existing state folder after resolving its path once (so a link swapped in
@@ -162,9 +174,19 @@ impl StateDir {
         Ok(file)
     }
 
-    /// A fresh temporary path, `<state>/.tmp-<random>`.
+    /// A fresh temporary path, `<state>/tmp/.tmp-<random>`.
     pub fn temp(&self) -> Result<PathBuf, Error> {
-        Ok(self.path.join(temp_name()?))
+        Ok(self.temp_dir()?.join(temp_name()?))
+    }
+
+    /// `<state>/tmp`, where temporaries are made (0700, made if missing): a sweep finds a
+    /// crash's leftovers there without reading the whole folder.
+    pub fn temp_dir(&self) -> Result<PathBuf, Error> {
+        let dir = self.path.join(TEMP_DIR);
+        match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => Ok(dir),
+            Err(e) => Err(Error::io(Op::MakeDir, dir, e)),
+        }
     }
 
     /// Asks run `id` to stop by creating `<id>.stop` (already present is fine), never

@@ -133,6 +133,7 @@
 
 pub mod error;
 pub mod id;
+pub mod index;
 pub mod layout;
 pub mod lock;
 pub mod proc_info;

@@ -28,7 +28,7 @@ use crate::proc_info::ProcessId;
 use crate::status::Status;
 use crate::time::UnixMs;
 use crate::vars::Vars;
-use crate::write::{Durability, write_whole};
+use crate::write::{Durability, write_whole_via};
 
 /// The record format version this build reads and writes.
 pub const RECORD_VERSION: u32 = 1;
@@ -251,14 +251,24 @@ impl Record {
     }
 
     /// [`store`](Self::store) with a choice of durability.
+    ///
+    /// An ended record is also filed in the folder's index ([`crate::index::ended`]); a filing
+    /// that fails is logged and done again by the next sweep.
     pub fn store_with(&self, state: &StateDir, durability: Durability) -> Result<(), Error> {
         let bytes = self.to_json()?;
-        write_whole(
+        write_whole_via(
+            &state.temp_dir()?,
             state.path(),
             &record_file_name(&self.id),
             &bytes,
             durability,
-        )
+        )?;
+        if !self.status.is_running()
+            && let Err(err) = crate::index::ended(state, self)
+        {
+            tracing::warn!(id = %self.id, "{err}; a sweep files the run's end");
+        }
+        Ok(())
     }
 
     /// Stores a record whose run just ended, as its supervisor does, so that a full disk loses

@@ -42,8 +42,19 @@ pub fn write_whole(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<(), Error> {
+    write_whole_via(dir, dir, name, bytes, durability)
+}
+
+/// [`write_whole`] with the temporary made in `temp_dir` (on the same file system as `dir`).
+pub fn write_whole_via(
+    temp_dir: &Path,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), Error> {
     let target = dir.join(name);
-    let temp = dir.join(temp_name()?);
+    let temp = temp_dir.join(temp_name()?);
     let result = write_temp_then_rename(&temp, &target, bytes, durability);
     if result.is_err() {
         // Best effort: a sweep removes whatever this leaves behind.

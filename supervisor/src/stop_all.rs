@@ -29,7 +29,7 @@ pub fn stop(path: &Path) -> Result<usize> {
         return Ok(0);
     };
     let _start = take_start_lock(&state)?;
-    for_each_run_stopped(&state, |_, guard| {
+    for_each_run_stopped(&state, false, |_, guard| {
         drop(guard);
         Ok(())
     })
@@ -42,7 +42,7 @@ pub fn remove(path: &Path) -> Result<()> {
         return Ok(());
     };
     let start = take_start_lock(&state)?;
-    for_each_run_stopped(&state, |id, guard| match Record::load(&state, id) {
+    for_each_run_stopped(&state, true, |id, guard| match Record::load(&state, id) {
         Ok(record) => sweep::remove_run(&state, &record, guard),
         Err(e) if e.is_not_found() => Ok(guard.remove()?),
         Err(e) => {
@@ -67,6 +67,8 @@ pub fn remove(path: &Path) -> Result<()> {
         }
     }
     remove_folder(&state.path().join(lnk_common::slot::SLOTS_DIR))?;
+    remove_folder(&state.path().join(lnk_common::layout::TEMP_DIR))?;
+    remove_tree(&state.path().join(lnk_common::index::INDEX_DIR))?;
     remove_name(&state.sweep_log())?;
     remove_name(&state.start_lock())?;
     drop(start);
@@ -125,11 +127,13 @@ fn take_start_lock(state: &StateDir) -> Result<StartLock> {
 /// says `running`, and hands the held lock to `then`. Returns how many runs it handled.
 fn for_each_run_stopped(
     state: &StateDir,
+    whole: bool,
     mut then: impl FnMut(&RunId, LockGuard) -> Result<()>,
 ) -> Result<usize> {
-    let listing = state.list()?;
-    for id in listing.record_ids() {
-        if let Ok(record) = Record::load(state, id)
+    let runs = runs_of(state, whole)?;
+    for (id, has_record, _) in &runs {
+        if *has_record
+            && let Ok(record) = Record::load(state, id)
             && record.status.is_running()
         {
             state
@@ -138,7 +142,12 @@ fn for_each_run_stopped(
         }
     }
     let mut handled = 0;
-    for (id, files) in &listing.runs {
+    for (id, has_record, has_lock) in &runs {
+        let files = lnk_common::layout::RunFiles {
+            record: *has_record,
+            lock: *has_lock,
+            ..Default::default()
+        };
         if !files.lock && !files.record {
             continue;
         }
@@ -164,6 +173,27 @@ fn for_each_run_stopped(
         handled += 1;
     }
     Ok(handled)
+}
+
+/// The runs to handle, with whether each has a record and a lock: every run of the folder
+/// (`whole`, or a folder not indexed yet), else those the index says may be running (an
+/// ended run's lock is free, and nothing starts it again).
+fn runs_of(state: &StateDir, whole: bool) -> Result<Vec<(RunId, bool, bool)>> {
+    if !whole && lnk_common::index::is_indexed(state) {
+        return Ok(lnk_common::index::running(state)?
+            .into_iter()
+            .map(|(id, _)| {
+                let (record, lock) = (state.record(&id).exists(), state.lock(&id).exists());
+                (id, record, lock)
+            })
+            .collect());
+    }
+    let listing = state.list()?;
+    Ok(listing
+        .runs
+        .into_iter()
+        .map(|(id, files)| (id, files.record, files.lock))
+        .collect())
 }
 
 /// Waits for run `id`'s lock, escalating: its supervisor was asked to stop; then its group is
@@ -200,7 +230,16 @@ fn take_run_lock(state: &StateDir, id: &RunId) -> Result<Option<LockGuard>> {
     }
 }
 
-/// Removes a folder of the state folder's own (slots, indexes) and the files in it.
+/// Removes the index: its folders and the empty files in them, in every depth.
+fn remove_tree(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", dir.display())),
+    }
+}
+
+/// Removes a folder of the state folder's own (slots, temporaries) and the files in it.
 fn remove_folder(dir: &Path) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,

@@ -14,7 +14,8 @@ use std::time::SystemTime;
 use anyhow::Result;
 use lnk_common::error::Error;
 use lnk_common::id::RunId;
-use lnk_common::layout::{StateDir, TEMP_GRACE};
+use lnk_common::index;
+use lnk_common::layout::{StateDir, TEMP_DIR, TEMP_GRACE, is_temp_name};
 use lnk_common::lock::{self, LockGuard, LockState};
 use lnk_common::record::Record;
 use lnk_common::safe_open::FilesDir;
@@ -40,6 +41,10 @@ pub struct Report {
 }
 
 /// Sweeps the state folder at `path` (nothing to do when it does not exist).
+///
+/// An indexed folder ([`index`]) is swept from its index: the runs that may be running, the
+/// untold ones, and the `due` minutes that are over — what is due, whatever the folder keeps.
+/// A folder made before the index is swept whole, then indexed.
 pub fn run(path: &Path) -> Result<Report> {
     let mut report = Report::default();
     let state = match StateDir::open(path) {
@@ -47,9 +52,37 @@ pub fn run(path: &Path) -> Result<Report> {
         Err(e) if e.is_not_found() => return Ok(report),
         Err(e) => return Err(e.into()),
     };
+    remove_old_temporaries(&state.path().join(TEMP_DIR), &mut report);
+    if index::is_indexed(&state) {
+        sweep_indexed(&state, &mut report)?;
+    } else {
+        sweep_whole(&state, &mut report)?;
+        let indexed = index::migrate(&state)?;
+        tracing::info!(records = indexed, "the state folder is indexed");
+    }
+    Ok(report)
+}
+
+fn remove_old_temporaries(dir: &Path, report: &mut Report) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if is_temp_name(&entry.file_name())
+            && is_older_than_grace(&path)
+            && std::fs::remove_file(&path).is_ok()
+        {
+            report.temporaries += 1;
+        }
+    }
+}
+
+/// Every run of the folder, found by reading it whole.
+fn sweep_whole(state: &StateDir, report: &mut Report) -> Result<()> {
     let listing = match state.list() {
         Ok(listing) => listing,
-        Err(e) if e.is_not_found() => return Ok(report),
+        Err(e) if e.is_not_found() => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     for temp in &listing.temporaries {
@@ -64,40 +97,92 @@ pub fn run(path: &Path) -> Result<Report> {
         if !files.record && !files.lock {
             continue;
         }
-        let lock = match lock::try_lock_existing(&state, id) {
-            Ok(LockState::Held) => {
-                report.live += 1;
-                continue;
-            }
-            Ok(LockState::Free(guard)) => guard,
-            Ok(LockState::Missing) if files.record => match lock::create_locked(&state, id) {
-                Ok(guard) => guard,
-                // Another sweep made it first: it deals with the run.
-                Err(_) => continue,
-            },
-            Ok(LockState::Missing) => continue,
-            Err(err @ (Error::Foreign { .. } | Error::NotRegularFile { .. })) => {
-                // A lock that is not the user's regular file says nothing true about the run:
-                // the run is damaged.
-                tracing::error!(%id, "{err}; the run is damaged and set aside");
-                set_aside_damaged(&state, id, files.record);
-                report.damaged += 1;
-                continue;
-            }
-            Err(err) => {
-                tracing::warn!(%id, "{err}");
-                continue;
-            }
-        };
-        if let Err(err) = sweep_run(&state, id, lock, &mut report) {
-            tracing::warn!(%id, "{err:#}");
-        }
+        sweep_one(state, id, files.record, None, report);
     }
-    Ok(report)
+    Ok(())
+}
+
+/// The runs the index says need looking at.
+fn sweep_indexed(state: &StateDir, report: &mut Report) -> Result<()> {
+    for (id, age) in index::running(state)? {
+        let has_record = state.record(&id).exists();
+        if !has_record && !state.lock(&id).exists() {
+            // A start under way, or one that died before its lock: the name goes once old.
+            if age > index::START_GRACE {
+                index::drop_running(state, &id)?;
+            }
+            continue;
+        }
+        sweep_one(state, &id, has_record, None, report);
+    }
+    for id in index::untold(state)? {
+        if !state.record(&id).exists() {
+            index::drop_untold(state, &id)?;
+            continue;
+        }
+        sweep_one(state, &id, true, None, report);
+    }
+    for minute in index::due(state, UnixMs::now())? {
+        for id in &minute.ids {
+            let name = minute.name_of(id);
+            if !state.record(id).exists() {
+                std::fs::remove_file(&name).ok();
+                continue;
+            }
+            sweep_one(state, id, true, Some(&name), report);
+        }
+        minute.done();
+    }
+    Ok(())
+}
+
+/// One run: its lock tried without waiting, and [`sweep_run`] when it was free. `due`: the
+/// name under which the index said the run was due.
+fn sweep_one(
+    state: &StateDir,
+    id: &RunId,
+    has_record: bool,
+    due: Option<&Path>,
+    report: &mut Report,
+) {
+    let lock = match lock::try_lock_existing(state, id) {
+        Ok(LockState::Held) => {
+            report.live += 1;
+            return;
+        }
+        Ok(LockState::Free(guard)) => guard,
+        Ok(LockState::Missing) if has_record => match lock::create_locked(state, id) {
+            Ok(guard) => guard,
+            // Another sweep made it first: it deals with the run.
+            Err(_) => return,
+        },
+        Ok(LockState::Missing) => return,
+        Err(err @ (Error::Foreign { .. } | Error::NotRegularFile { .. })) => {
+            // A lock that is not the user's regular file says nothing true about the run:
+            // the run is damaged.
+            tracing::error!(%id, "{err}; the run is damaged and set aside");
+            set_aside_damaged(state, id, has_record);
+            report.damaged += 1;
+            return;
+        }
+        Err(err) => {
+            tracing::warn!(%id, "{err}");
+            return;
+        }
+    };
+    if let Err(err) = sweep_run(state, id, lock, due, report) {
+        tracing::warn!(%id, "{err:#}");
+    }
 }
 
 /// One run whose lock this sweep holds.
-fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report) -> Result<()> {
+fn sweep_run(
+    state: &StateDir,
+    id: &RunId,
+    lock: LockGuard,
+    due: Option<&Path>,
+    report: &mut Report,
+) -> Result<()> {
     let mut record = match Record::load(state, id) {
         Ok(record) => record,
         Err(e) if e.is_not_found() => {
@@ -132,6 +217,14 @@ fn sweep_run(state: &StateDir, id: &RunId, lock: LockGuard, report: &mut Report)
     if record.removable(UnixMs::now()) {
         remove_run(state, &record, lock)?;
         report.removed += 1;
+    } else if !record.status.is_running() {
+        // Filed again where it belongs: an ended run whose supervisor died before filing it,
+        // or one found due before it can go (untold within its ten minutes, or later this
+        // minute).
+        match due {
+            Some(name) => index::refile(state, &record, name)?,
+            None => index::ended(state, &record)?,
+        }
     }
     Ok(())
 }
@@ -187,6 +280,7 @@ pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<
     remove_if_there(&state.stop(&record.id))?;
     remove_if_there(&state.log(&record.id))?;
     remove_if_there(&state.record(&record.id))?;
+    index::forget(state, record)?;
     lock.remove()?;
     Ok(())
 }

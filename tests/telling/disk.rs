@@ -100,6 +100,7 @@ impl Tell {
             .bg
             .record(id)
             .unwrap_or_else(|| panic!("no record of {id}"));
+        let before = record.clone();
         edit(&mut record);
         let mut temp = tempfile::Builder::new()
             .prefix(".tmp-")
@@ -123,6 +124,48 @@ impl Tell {
             "the lock of {id} is held (a supervisor or a sweep), or the rename failed: the \
              test may not write ({status})"
         );
+        self.refile(&before, &record);
+    }
+
+    /// Files an edited record in the state folder's index as `lnk_common::index` documents
+    /// it (names only; a writer of a record must keep them): `running/<id>` while running,
+    /// `due/<minute of end + keep>/<id>` once ended, `untold/<id>` while a tell is due, and
+    /// its `started` name for its (new) start time.
+    pub fn refile(&self, before: &Value, record: &Value) {
+        let index = self.state().join("index");
+        let id = record["id"].as_str().unwrap();
+        let minute = |ms: u64| format!("{:010}", ms / 60_000);
+        let touch = |path: PathBuf| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, b"").unwrap();
+        };
+        let started = |r: &Value| {
+            let ms = r["started_at_ms"].as_u64().unwrap();
+            index
+                .join("started")
+                .join(minute(ms))
+                .join(format!("{ms:013}-{id}"))
+        };
+        let _ = std::fs::remove_file(started(before));
+        touch(started(record));
+        let untold = index.join("untold").join(id);
+        if record["status"]["state"] == "running" {
+            touch(index.join("running").join(id));
+            let _ = std::fs::remove_file(&untold);
+            return;
+        }
+        let ended = record["status"]["ended_at_ms"].as_u64().unwrap();
+        let keep = record["launch"]["limits"]["keep_ms"].as_u64().unwrap();
+        touch(index.join("due").join(minute(ended + keep)).join(id));
+        let tell_due = !record["launch"]["tell_to"].is_null()
+            && record["telling"]["told"] == false
+            && now_ms().saturating_sub(ended) <= 10 * 60_000;
+        if tell_due {
+            touch(untold);
+        } else {
+            let _ = std::fs::remove_file(&untold);
+        }
+        let _ = std::fs::remove_file(index.join("running").join(id));
     }
 }
 

@@ -329,11 +329,14 @@ fn a_damaged_record_is_moved_aside_and_old_temporaries_go(sandbox: Sandbox) {
     assert_eq!(t.wait_done(&id)["telling"]["told"], false);
     let way = t.way_in(Answer::Result);
 
-    // A record that is not one, a crash's temporary file and one being written now.
+    // A record that is not one (torn by something else than Link Run: its index names are
+    // there, as they are for every record written), a crash's temporary file and one being
+    // written now.
     let damaged = "zzzzzzzzzzzzzzzzdamaged";
     std::fs::write(t.bg.record_path(damaged), b"{\"version\": 1, \"id\": ").unwrap();
-    let old_temp = t.state().join(".tmp-leftoverofacrash01");
-    let young_temp = t.state().join(".tmp-beingwrittennow001");
+    std::fs::write(t.state().join("index/running").join(damaged), b"").unwrap();
+    let old_temp = t.state().join("tmp/.tmp-leftoverofacrash01");
+    let young_temp = t.state().join("tmp/.tmp-beingwrittennow001");
     std::fs::write(&old_temp, b"{").unwrap();
     std::fs::write(&young_temp, b"{").unwrap();
     let two_minutes_ago = SystemTime::now() - Duration::from_secs(120);

@@ -195,6 +195,24 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
 
 /// The records of one page, newest first, and whether more runs match after it.
 fn page(state: &StateDir, query: &Query) -> Result<(Vec<Record>, bool), lnk_common::Error> {
+    // The index costs the page; a folder not indexed yet (made by an older version, until a
+    // sweep indexes it) is read whole.
+    let filter = query.filter;
+    let running_only = filter == Filter::Only(State::Running);
+    let before = query
+        .before
+        .as_ref()
+        .map(|cursor| (cursor.started_at_ms, &cursor.id));
+    let indexed = lnk_common::index::page(
+        state,
+        &|state| filter.admits(state),
+        running_only,
+        query.limit,
+        before,
+    )?;
+    if let Some(page) = indexed {
+        return Ok(page);
+    }
     let listing = state.list()?;
     let mut records: Vec<Record> = listing
         .record_ids()

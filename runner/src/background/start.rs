@@ -184,6 +184,10 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
     let mut record = Record::new(id.clone(), boot_id, UnixMs::now(), launch);
     record.output.file = FileId::of(&output).ok();
     drop(output);
+    if let Err(err) = lnk_common::index::started(&state, &record) {
+        let _ = lock.remove();
+        return Err(failed("filing the run in the state folder's index", &err));
+    }
     if let Err(err) = record.store(&state) {
         let _ = lock.remove();
         return Err(failed("writing the run's record", &err));

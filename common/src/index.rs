@@ -1,0 +1,442 @@
+//! The state folder's index: what `list`, a sweep and `stop --state` read instead of the whole
+//! folder, so that they cost what they return or what is due, not what the folder keeps.
+//!
+//! Records stay where they always were (`<state>/<id>.json`, found by id in one lookup); the
+//! index is a set of empty files whose **names** say everything, under `<state>/index/`:
+//!
+//! | name | present while |
+//! |---|---|
+//! | `index/version` | every record of the folder is indexed (written when the folder is made, or once a sweep has indexed an older folder: [`migrate`]) |
+//! | `index/running/<id>` | the run may be running: made by `start` before the record, removed once its end is filed |
+//! | `index/started/<minute>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<started_at_ms>` 13 digits, so names sort by start time |
+//! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
+//! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
+//!
+//! The record is the truth and the index a guide: a name whose record is gone, or says
+//! otherwise, is passed over (and tidied by whoever holds the run's lock); what must never
+//! happen is a run missing from the index, so each name is made **before** the state it
+//! stands for is stored, and removed only after. Every name is a pure function of the record,
+//! so making one twice is harmless.
+//!
+//! * `start` makes `running/<id>` and the `started` name ([`started`]) before the record.
+//! * Storing an ended record ([`crate::Record::store`]) makes `due/…/<id>`, makes or removes
+//!   `untold/<id>`, then removes `running/<id>` ([`ended`]). A supervisor that dies in between
+//!   leaves `running/<id>`, which the next sweep finds with a free lock and files again.
+//! * A sweep reads `running/` (each run's lock tried: a free one is a supervisor gone),
+//!   `untold/`, and the `due/` minutes that are over (a minute late at most, so that a filing
+//!   under way is never missed), removing what is due ([`forget`]).
+//! * `list` reads `running/` for `state: running`, else the newest `started` minutes down to
+//!   the page's end ([`page`]).
+//!
+//! A folder made before the index (its records are version 1, as today's) has no
+//! `index/version`: `list` then reads every record, and the next sweep indexes them all once
+//! ([`migrate`]).
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustix::fs::Mode;
+use rustix::io::Errno;
+
+use crate::error::{Error, Op};
+use crate::id::RunId;
+use crate::layout::StateDir;
+use crate::record::{Record, TELL_WINDOW};
+use crate::status::State;
+use crate::time::UnixMs;
+
+/// The index folder, inside the state folder.
+pub const INDEX_DIR: &str = "index";
+/// Present when every record is indexed.
+pub const VERSION_FILE: &str = "version";
+/// What `index/version` holds.
+pub const VERSION: &str = "1\n";
+/// A `running` name younger than this whose run has no lock and no record may be a start
+/// under way; older, it is a start that died, and goes.
+pub const START_GRACE: Duration = Duration::from_secs(60);
+
+const MINUTE_MS: u64 = 60_000;
+
+/// The folders of the index, by kind.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Running,
+    Started,
+    Due,
+    Untold,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Running => "running",
+            Kind::Started => "started",
+            Kind::Due => "due",
+            Kind::Untold => "untold",
+        }
+    }
+}
+
+fn dir(state: &StateDir, kind: Kind) -> PathBuf {
+    state.path().join(INDEX_DIR).join(kind.name())
+}
+
+fn minute_name(ms: u64) -> String {
+    format!("{:010}", ms / MINUTE_MS)
+}
+
+fn started_path(state: &StateDir, record: &Record) -> PathBuf {
+    let ms = record.started_at_ms.0;
+    dir(state, Kind::Started)
+        .join(minute_name(ms))
+        .join(format!("{ms:013}-{}", record.id))
+}
+
+/// When a sweep should first look at an ended run: its end plus its keep (told or not: an
+/// untold one found there early is filed again for later).
+fn due_at(record: &Record) -> Option<UnixMs> {
+    let ended = record.status.ended_at()?;
+    Some(UnixMs(ended.0.saturating_add(record.launch.limits.keep_ms)))
+}
+
+/// The latest it can become removable: past its keep and past the ten minutes of telling.
+fn due_at_latest(record: &Record) -> Option<UnixMs> {
+    let ended = record.status.ended_at()?;
+    let wait = record
+        .launch
+        .limits
+        .keep_ms
+        .max(u64::try_from(TELL_WINDOW.as_millis()).unwrap_or(u64::MAX));
+    Some(UnixMs(ended.0.saturating_add(wait).saturating_add(1)))
+}
+
+fn due_path(state: &StateDir, at: UnixMs, id: &RunId) -> PathBuf {
+    dir(state, Kind::Due)
+        .join(minute_name(at.0))
+        .join(id.as_str())
+}
+
+/// Whether the folder is indexed (`index/version` exists).
+pub fn is_indexed(state: &StateDir) -> bool {
+    state.path().join(INDEX_DIR).join(VERSION_FILE).is_file()
+}
+
+/// Marks a new (empty) state folder indexed.
+pub fn init(state: &StateDir) -> Result<(), Error> {
+    let index = state.path().join(INDEX_DIR);
+    make_dir(&index)?;
+    crate::write::write_whole(&index, VERSION_FILE, VERSION.as_bytes(), Default::default())
+}
+
+/// Files a run that is about to start: `running/<id>` and its `started` name. Made before the
+/// record is written; the caller holds the run's lock.
+pub fn started(state: &StateDir, record: &Record) -> Result<(), Error> {
+    touch(&dir(state, Kind::Running).join(record.id.as_str()))?;
+    touch(&started_path(state, record))
+}
+
+/// Files a run whose end was just stored (see the module docs). The caller holds its lock.
+pub fn ended(state: &StateDir, record: &Record) -> Result<(), Error> {
+    let Some(at) = due_at(record) else {
+        return Ok(());
+    };
+    touch(&due_path(state, at, &record.id))?;
+    let untold = dir(state, Kind::Untold).join(record.id.as_str());
+    if record.tell_due(UnixMs::now()) {
+        touch(&untold)?;
+    } else {
+        remove(&untold)?;
+    }
+    remove(&dir(state, Kind::Running).join(record.id.as_str()))
+}
+
+/// Files an ended run found in a `due` minute before it could be removed where it belongs:
+/// its end + keep if it is told or has no one to tell (the current minute: left as it is),
+/// else the latest it can become removable. Removes the name `from` if it moved.
+pub fn refile(state: &StateDir, record: &Record, from: &Path) -> Result<(), Error> {
+    let done_telling = record.telling.told || record.launch.tell_to.is_none();
+    let at = if done_telling {
+        due_at(record)
+    } else {
+        due_at_latest(record)
+    };
+    let Some(at) = at else {
+        return Ok(());
+    };
+    let to = due_path(state, at, &record.id);
+    if to == from {
+        return Ok(());
+    }
+    touch(&to)?;
+    remove(from)
+}
+
+/// Removes every name of a run (it is being removed; the caller holds its lock).
+pub fn forget(state: &StateDir, record: &Record) -> Result<(), Error> {
+    remove(&dir(state, Kind::Running).join(record.id.as_str()))?;
+    remove(&dir(state, Kind::Untold).join(record.id.as_str()))?;
+    for at in [due_at(record), due_at_latest(record)]
+        .into_iter()
+        .flatten()
+    {
+        remove(&due_path(state, at, &record.id))?;
+    }
+    let started = started_path(state, record);
+    remove(&started)?;
+    if let Some(minute) = started.parent() {
+        remove_empty_dir(minute);
+    }
+    Ok(())
+}
+
+/// The ids under `running/`, with the age of each name.
+pub fn running(state: &StateDir) -> Result<Vec<(RunId, Duration)>, Error> {
+    ids_in(&dir(state, Kind::Running))
+}
+
+/// The ids under `untold/`.
+pub fn untold(state: &StateDir) -> Result<Vec<RunId>, Error> {
+    Ok(ids_in(&dir(state, Kind::Untold))?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect())
+}
+
+/// Removes `untold/<id>`.
+pub fn drop_untold(state: &StateDir, id: &RunId) -> Result<(), Error> {
+    remove(&dir(state, Kind::Untold).join(id.as_str()))
+}
+
+/// Removes `running/<id>` (a start that died before its record).
+pub fn drop_running(state: &StateDir, id: &RunId) -> Result<(), Error> {
+    remove(&dir(state, Kind::Running).join(id.as_str()))
+}
+
+/// A `due` minute that is over (and past [`DUE_GRACE`]): its folder and the ids in it.
+#[derive(Debug)]
+pub struct DueMinute {
+    /// The minute's folder; remove it with [`DueMinute::done`] once every id is dealt with.
+    pub dir: PathBuf,
+    /// The runs filed there.
+    pub ids: Vec<RunId>,
+}
+
+impl DueMinute {
+    /// The name of `id` in this minute.
+    pub fn name_of(&self, id: &RunId) -> PathBuf {
+        self.dir.join(id.as_str())
+    }
+
+    /// Removes the minute's folder if nothing is left in it.
+    pub fn done(&self) {
+        remove_empty_dir(&self.dir);
+    }
+}
+
+/// The `due` minutes up to the one `now` is in, oldest first (a run of the current minute that
+/// is not removable yet stays where it is). Costs the minutes kept (a folder name each) and
+/// the ids of those returned. A name filed into a minute while a sweep reads it is found by
+/// the next one: the minute's folder goes only once empty, and a filing makes it again.
+pub fn due(state: &StateDir, now: UnixMs) -> Result<Vec<DueMinute>, Error> {
+    let current = now.0 / MINUTE_MS;
+    let mut minutes: Vec<(u64, PathBuf)> = names_in(&dir(state, Kind::Due))?
+        .into_iter()
+        .filter_map(|(name, path)| Some((name.parse::<u64>().ok()?, path)))
+        .filter(|(minute, _)| *minute <= current)
+        .collect();
+    minutes.sort();
+    minutes
+        .into_iter()
+        .map(|(_, dir)| {
+            let ids = ids_in(&dir)?.into_iter().map(|(id, _)| id).collect();
+            Ok(DueMinute { dir, ids })
+        })
+        .collect()
+}
+
+/// A page of runs, newest first by (start time, id), of those `admits` lets through, strictly
+/// older than `before`; at most `limit`, and whether more follow. `running_only`: only runs
+/// that may be running are looked at (`running/`). `None` when the folder is not indexed
+/// (the caller reads every record instead).
+pub fn page(
+    state: &StateDir,
+    admits: &dyn Fn(State) -> bool,
+    running_only: bool,
+    limit: usize,
+    before: Option<(u64, &RunId)>,
+) -> Result<Option<(Vec<Record>, bool)>, Error> {
+    if !is_indexed(state) {
+        return Ok(None);
+    }
+    let older = |ms: u64, id: &RunId| {
+        before.is_none_or(|(b_ms, b_id)| (ms, id.as_str()) < (b_ms, b_id.as_str()))
+    };
+    let mut page: Vec<Record> = Vec::new();
+    let wanted = limit.saturating_add(1);
+    if running_only {
+        let mut records: Vec<Record> = running(state)?
+            .into_iter()
+            .filter_map(|(id, _)| Record::load(state, &id).ok())
+            .filter(|r| admits(r.status.state()) && older(r.started_at_ms.0, &r.id))
+            .collect();
+        records.sort_by(|a, b| {
+            (b.started_at_ms.0, b.id.as_str()).cmp(&(a.started_at_ms.0, a.id.as_str()))
+        });
+        records.truncate(wanted);
+        page = records;
+    } else {
+        let mut minutes: Vec<(u64, PathBuf)> = names_in(&dir(state, Kind::Started))?
+            .into_iter()
+            .filter_map(|(name, path)| Some((name.parse::<u64>().ok()?, path)))
+            .filter(|(minute, _)| before.is_none_or(|(ms, _)| *minute <= ms / MINUTE_MS))
+            .collect();
+        minutes.sort_by(|a, b| b.cmp(a));
+        'minutes: for (_, minute) in minutes {
+            let mut entries: Vec<(u64, RunId)> = names_in(&minute)?
+                .into_iter()
+                .filter_map(|(name, _)| {
+                    let (ms, id) = name.split_once('-')?;
+                    Some((ms.parse().ok()?, RunId::parse(id).ok()?))
+                })
+                .filter(|(ms, id)| older(*ms, id))
+                .collect();
+            entries.sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
+            for (ms, id) in entries {
+                let Ok(record) = Record::load(state, &id) else {
+                    continue;
+                };
+                // A name left for another start time (a record rewritten by hand) is passed
+                // over: the record's own time decides, so a run is never shown twice.
+                if record.started_at_ms.0 != ms {
+                    continue;
+                }
+                if admits(record.status.state()) {
+                    page.push(record);
+                    if page.len() >= wanted {
+                        break 'minutes;
+                    }
+                }
+            }
+        }
+    }
+    let more = page.len() > limit;
+    page.truncate(limit);
+    Ok(Some((page, more)))
+}
+
+/// Indexes every record of a folder made before the index, then writes `index/version`. Costs
+/// the whole folder, once. Names are pure functions of the records, so a start or a sweep
+/// beside it does no harm.
+pub fn migrate(state: &StateDir) -> Result<usize, Error> {
+    let listing = state.list()?;
+    let mut indexed = 0;
+    for id in listing.record_ids() {
+        let Ok(record) = Record::load(state, id) else {
+            continue;
+        };
+        touch(&started_path(state, &record))?;
+        if record.status.is_running() {
+            touch(&dir(state, Kind::Running).join(id.as_str()))?;
+        } else {
+            // An ended run may still be untold; the running name (none here) is left alone.
+            if let Some(at) = due_at(&record) {
+                touch(&due_path(state, at, id))?;
+            }
+            if record.tell_due(UnixMs::now()) {
+                touch(&dir(state, Kind::Untold).join(id.as_str()))?;
+            }
+        }
+        indexed += 1;
+    }
+    init(state)?;
+    Ok(indexed)
+}
+
+/// Makes an empty file (and its folders, 0700), if missing.
+fn touch(path: &Path) -> Result<(), Error> {
+    let create = || {
+        rustix::fs::open(
+            path,
+            rustix::fs::OFlags::CREATE
+                | rustix::fs::OFlags::WRONLY
+                | rustix::fs::OFlags::CLOEXEC
+                | rustix::fs::OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        )
+    };
+    match create() {
+        Ok(_) => Ok(()),
+        Err(Errno::NOENT) => {
+            if let Some(parent) = path.parent() {
+                make_dirs(parent)?;
+            }
+            create()
+                .map(drop)
+                .map_err(|e| Error::io(Op::Create, path, e))
+        }
+        Err(e) => Err(Error::io(Op::Create, path, e)),
+    }
+}
+
+fn make_dir(dir: &Path) -> Result<(), Error> {
+    match rustix::fs::mkdir(dir, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(Error::io(Op::MakeDir, dir, e)),
+    }
+}
+
+fn make_dirs(dir: &Path) -> Result<(), Error> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .create(dir)
+        .map_err(|e| Error::io(Op::MakeDir, dir, e))
+}
+
+fn remove(path: &Path) -> Result<(), Error> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(Op::Remove, path, e)),
+    }
+}
+
+/// Removes a folder of the index if it is empty (a start filing into it meanwhile makes it
+/// again).
+fn remove_empty_dir(dir: &Path) {
+    let _ = fs::remove_dir(dir);
+}
+
+/// The names in `dir` (none if it does not exist), with their paths.
+fn names_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(Op::List, dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(Op::List, dir, e))?;
+        if let Ok(name) = entry.file_name().into_string() {
+            names.push((name, entry.path()));
+        }
+    }
+    Ok(names)
+}
+
+/// The run ids named in `dir`, each with its name's age.
+fn ids_in(dir: &Path) -> Result<Vec<(RunId, Duration)>, Error> {
+    Ok(names_in(dir)?
+        .into_iter()
+        .filter_map(|(name, path)| {
+            let id = RunId::parse(&name).ok()?;
+            let age = fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or(Duration::ZERO);
+            Some((id, age))
+        })
+        .collect())
+}

@@ -1,0 +1,170 @@
+//! The state folder's index (issue 9): a folder made before it — version-1 records, as today's
+//! format writes them — is still read, swept, indexed once and removed; in an indexed folder a
+//! sweep looks only at what is due, however many runs the folder keeps.
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::disk::{CLI, Tell, exists, names, now_ms, supervise_cli};
+use crate::runs::{Flags, list, start};
+use crate::sandbox::{Sandbox, path_str, say_skipped};
+
+const HOUR: u64 = 3_600_000;
+
+/// The checked-in version-1 record `name`, made a run of this test's folders.
+fn fixture(t: &Tell, name: &str, id: &str) -> Value {
+    let text = match name {
+        "record-v1.json" => include_str!("../../common/tests/data/record-v1.json"),
+        _ => include_str!("../../common/tests/data/record-v1-running.json"),
+    };
+    let mut record: Value = serde_json::from_str(text).unwrap();
+    let files = path_str(&t.bg.setup.files);
+    record["id"] = json!(id);
+    record["launch"]["files"] = json!(files);
+    record["launch"]["program"]["dir"] = json!(".");
+    record["launch"]["program"]["cwd"] = json!(files);
+    record["launch"]["tell_to"] = Value::Null;
+    record["group"] = Value::Null;
+    record
+}
+
+fn plant(t: &Tell, record: &Value) {
+    let id = record["id"].as_str().unwrap();
+    std::fs::write(
+        t.bg.record_path(id),
+        serde_json::to_vec_pretty(record).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(t.state().join(format!("{id}.lock")), b"").unwrap();
+}
+
+#[test]
+fn a_folder_of_version_1_records_is_swept_indexed_read_and_removed() {
+    let t = Tell::new(Sandbox::Passthrough);
+    std::fs::create_dir(t.state()).unwrap();
+    std::fs::set_permissions(
+        t.state(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let now = now_ms();
+    // Ended two days ago with a keep of a day: due. Ended a minute ago: kept. Running, but
+    // nothing holds its lock: lost.
+    let mut old = fixture(&t, "record-v1.json", "v1oldoldoldoldoldold");
+    old["started_at_ms"] = json!(now - 48 * HOUR - 5000);
+    old["status"]["ended_at_ms"] = json!(now - 48 * HOUR);
+    let mut young = fixture(&t, "record-v1.json", "v1youngyoungyoungyou");
+    young["started_at_ms"] = json!(now - 65_000);
+    young["status"]["ended_at_ms"] = json!(now - 60_000);
+    let mut gone = fixture(&t, "record-v1-running.json", "v1runningrunningrunn");
+    gone["started_at_ms"] = json!(now - 30_000);
+    for record in [&old, &young, &gone] {
+        plant(&t, record);
+    }
+    let background = t.bg.setup.files.join("background");
+    std::fs::create_dir(&background).unwrap();
+    std::fs::write(background.join("v1oldoldoldoldoldold.out"), b"old\n").unwrap();
+
+    // Not indexed yet: the sweep reads the whole folder, then indexes it.
+    assert!(!t.state().join("index/version").exists());
+    t.sweep();
+    assert!(
+        t.state().join("index/version").is_file(),
+        "{:?}",
+        names(t.state())
+    );
+    assert!(
+        t.bg.record("v1oldoldoldoldoldold").is_none(),
+        "the due run stays"
+    );
+    assert!(!exists(&background.join("v1oldoldoldoldoldold.out")));
+    assert_eq!(
+        t.bg.record("v1youngyoungyoungyou").unwrap()["status"]["state"],
+        "exited"
+    );
+    assert_eq!(
+        t.bg.record("v1runningrunningrunn").unwrap()["status"]["state"],
+        "lost"
+    );
+
+    // Read through the index now, newest first.
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let runs = list(&mut serve);
+    let ids: Vec<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["v1runningrunningrunn", "v1youngyoungyoungyou"],
+        "{runs:#?}"
+    );
+    // A run started now joins them, on top.
+    let new = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo new"]}),
+    );
+    t.wait_done(&new);
+    let runs = list(&mut serve);
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    assert_eq!(runs[0]["id"], new, "{runs:#?}");
+    drop(serve);
+
+    let out = supervise_cli(&["remove", "--state", &path_str(t.state())], CLI);
+    assert!(
+        out.status.success(),
+        "remove --state failed: {}",
+        out.stderr
+    );
+    assert!(!exists(t.state()), "{:?}", names(t.state()));
+}
+
+/// Ended runs of another user's, filed in the index as due in an hour: a sweep that looked at
+/// them would set each aside as damaged.
+#[test]
+fn a_sweep_looks_only_at_what_is_due() {
+    if !rustix::process::geteuid().is_root() {
+        say_skipped("planting records of another user needs root");
+        return;
+    }
+    const KEPT: usize = 500;
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let real = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo real"]}),
+    );
+    let template = t.wait_done(&real);
+    let now = now_ms();
+    let index = t.state().join("index");
+    for i in 0..KEPT {
+        let id = format!("notdue{i:014}");
+        let mut record = template.clone();
+        record["id"] = json!(id);
+        record["started_at_ms"] = json!(now - 2000);
+        record["status"]["ended_at_ms"] = json!(now - 1000);
+        plant(&t, &record);
+        std::os::unix::fs::chown(t.bg.record_path(&id), Some(65534), Some(65534)).unwrap();
+        let minute = |ms: u64| format!("{:010}", ms / 60_000);
+        let touch = |path: &Path| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"").unwrap();
+        };
+        touch(&index.join("due").join(minute(now - 1000 + HOUR)).join(&id));
+        touch(
+            &index
+                .join("started")
+                .join(minute(now - 2000))
+                .join(format!("{:013}-{id}", now - 2000)),
+        );
+    }
+    let stderr = t.sweep();
+    let damaged: Vec<String> = names(t.state())
+        .into_iter()
+        .filter(|n| n.ends_with(".damaged"))
+        .collect();
+    assert!(
+        damaged.is_empty(),
+        "the sweep looked at {} runs that were not due: {stderr}",
+        damaged.len()
+    );
+    assert!(!stderr.contains("uid 65534"), "{stderr}");
+    assert!(t.bg.record(&real).is_some());
+}
