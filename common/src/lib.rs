@@ -131,6 +131,7 @@
 
 #![deny(missing_docs)]
 
+pub mod causes;
 pub mod error;
 pub mod id;
 pub mod index;
@@ -148,6 +149,7 @@ pub mod trust;
 pub mod vars;
 pub mod write;
 
+pub use causes::Causes;
 pub use error::{Error, Result};
 pub use id::{AgentId, RunId};
 pub use layout::StateDir;

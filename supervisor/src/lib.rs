@@ -94,11 +94,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!("{err:#}");
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("lnk-link-supervise: {err:#}");
-            }
+            // Once, through the log (stderr): a supervisor's stderr is its `<id>.log`, and a
+            // person running `stop --state` reads the same line.
+            tracing::error!("{}", lnk_common::Causes(err.as_ref()));
             ExitCode::FAILURE
         }
     }

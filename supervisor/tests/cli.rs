@@ -92,3 +92,19 @@ fn keygen_refuses_a_bad_agent_id() {
     assert!(!out.status.success());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn an_error_is_said_once_with_its_cause() {
+    let out = supervise()
+        .args(["keygen", "--keyring", "/dev/null/x", "--as", "ada"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("Not a directory").count(),
+        1,
+        "the cause once: {stderr}"
+    );
+}

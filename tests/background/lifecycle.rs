@@ -22,6 +22,7 @@ both_sandboxes!(
     leftovers_die_after_the_program,
     bad_ids_touch_nothing,
     a_cancelled_stop_is_not_answered,
+    a_damaged_record_is_refused_with_its_cause,
 );
 
 fn a_run_outlives_the_call_and_serve(sandbox: Sandbox) {
@@ -364,4 +365,27 @@ fn a_cancelled_stop_is_not_answered(sandbox: Sandbox) {
         answered.is_none(),
         "the cancelled stop was answered: {answered:?}"
     );
+}
+
+/// A record that is not JSON is refused by `read` and `stop` with the parser's own words, not
+/// only "parsing record …".
+fn a_damaged_record_is_refused_with_its_cause(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo hi"]}),
+    );
+    wait_ended(&mut serve, &id, Duration::from_secs(10));
+    std::fs::write(bg.record_path(&id), b"{\"version\": 1, oops").unwrap();
+    for name in ["read", "stop"] {
+        let result = tool(&mut serve, name, json!({"id": id}), None);
+        assert!(is_error(&result), "{name}: {result}");
+        let why = text(&result);
+        assert!(why.contains("parsing record"), "{name}: {why}");
+        assert!(
+            why.contains("line 1 column"),
+            "{name} says what the parser found: {why}"
+        );
+    }
 }

@@ -13,6 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use lnk_common::Causes;
 use lnk_common::layout::StateDir;
 
 /// Starts `command`, detached as the module says, with stdio as the caller set it.
@@ -35,7 +36,7 @@ pub fn log(state: &StateDir, path: &Path) -> Stdio {
     match state.open_log(path) {
         Ok(log) => Stdio::from(log),
         Err(err) => {
-            tracing::warn!("{err}; that log is lost");
+            tracing::warn!("{}; that log is lost", Causes(&err));
             Stdio::null()
         }
     }

@@ -4,6 +4,7 @@
 //! however many runs the state folder keeps; `next`, when more runs match, is the `before` of
 //! the next page. A run's arguments are shortened to [`ARGS_SHOWN`] characters in all.
 
+use lnk_common::Causes;
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
@@ -168,7 +169,7 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     let state = StateDir::new(&background.state);
     let (mut page, more) = match page(&state, &query) {
         Ok(page) => page,
-        Err(e) => return Answer::refusal(format!("the runs cannot be listed: {e}")),
+        Err(e) => return Answer::refusal(format!("the runs cannot be listed: {}", Causes(&e))),
     };
     super::orphans::sweep_orphans(background, &mut page);
     // A run a sweep just found lost may have left the filter: it is left out, not shown wrong.
@@ -189,7 +190,7 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     }
     match serde_json::to_value(&runs) {
         Ok(runs) => Answer::ok(lines.join("\n"), json!({"runs": runs, "next": next})),
-        Err(e) => Answer::refusal(format!("the runs cannot be shown: {e}")),
+        Err(e) => Answer::refusal(format!("the runs cannot be shown: {}", Causes(&e))),
     }
 }
 
@@ -221,7 +222,7 @@ fn page(state: &StateDir, query: &Query) -> Result<(Vec<Record>, bool), lnk_comm
             Err(e) => {
                 // Removed since the listing (a sweep), or damaged: a sweep reports and moves it.
                 if !e.is_not_found() {
-                    tracing::warn!(%id, "{e}");
+                    tracing::warn!(%id, "{}", Causes(&e));
                 }
                 None
             }

@@ -7,6 +7,7 @@
 
 use std::os::unix::fs::FileExt;
 
+use lnk_common::Causes;
 use lnk_common::layout::StateDir;
 use lnk_common::record::{FileId, Record};
 use lnk_common::safe_open::FilesDir;
@@ -62,10 +63,16 @@ fn read_checked(
                     "there is no run {id}; `list` shows the runs"
                 )));
             }
-            Err(e) => return Err(Answer::refusal(format!("run {id} cannot be read: {e}"))),
+            Err(e) => {
+                return Err(Answer::refusal(format!(
+                    "run {id} cannot be read: {}",
+                    Causes(&e)
+                )));
+            }
         };
-        let files = FilesDir::open(&record.launch.files)
-            .map_err(|e| Answer::refusal(format!("the files folder cannot be opened: {e}")))?;
+        let files = FilesDir::open(&record.launch.files).map_err(|e| {
+            Answer::refusal(format!("the files folder cannot be opened: {}", Causes(&e)))
+        })?;
         let file = match files.open_background_dir() {
             Ok(Some(dir)) => dir.open_output_for_read(&id),
             Ok(None) => Ok(None),
@@ -80,7 +87,8 @@ fn read_checked(
             }
             Err(e) => {
                 return Err(Answer::refusal(format!(
-                    "run {id}'s output file cannot be read: {e}"
+                    "run {id}'s output file cannot be read: {}",
+                    Causes(&e)
                 )));
             }
         };
@@ -90,7 +98,7 @@ fn read_checked(
             )));
         };
         let file_id = FileId::of(&file)
-            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {e}")))?;
+            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {}", Causes(&e))))?;
         if record.output.file != Some(file_id) {
             // Rotated since the record was read (or not yet named in it): read it again.
             pause(attempt);
@@ -98,7 +106,7 @@ fn read_checked(
         }
         let len = file
             .metadata()
-            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {e}")))?
+            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {}", Causes(&e))))?
             .len();
         let dropped = record.output.dropped_bytes;
         let total = dropped.saturating_add(len);
@@ -114,7 +122,12 @@ fn read_checked(
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Answer::refusal(format!("reading run {id}'s output: {e}"))),
+                Err(e) => {
+                    return Err(Answer::refusal(format!(
+                        "reading run {id}'s output: {}",
+                        Causes(&e)
+                    )));
+                }
             }
         }
         bytes.truncate(got);

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use lnk_common::Causes;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use serde_json::{Map, Value};
@@ -31,19 +32,19 @@ pub fn stop(background: &Background, arguments: &Map<String, Value>) -> Answer {
         Err(e) if e.is_not_found() => {
             return Answer::refusal(format!("there is no run {id}; `list` shows the runs"));
         }
-        Err(e) => return Answer::refusal(format!("run {id} cannot be read: {e}")),
+        Err(e) => return Answer::refusal(format!("run {id} cannot be read: {}", Causes(&e))),
     };
     super::orphans::sweep_orphans(background, std::slice::from_mut(&mut record));
     if record.status.is_running() {
         if let Err(e) = state.request_stop(&id) {
-            return Answer::refusal(format!("run {id} cannot be asked to stop: {e}"));
+            return Answer::refusal(format!("run {id} cannot be asked to stop: {}", Causes(&e)));
         }
         let start = Instant::now();
         while record.status.is_running() && start.elapsed() < STOP_WAIT {
             std::thread::sleep(STOP_POLL);
             match Record::load(&state, &id) {
                 Ok(fresh) => record = fresh,
-                Err(e) => tracing::warn!(%id, "{e}"),
+                Err(e) => tracing::warn!(%id, "{}", Causes(&e)),
             }
         }
     }
