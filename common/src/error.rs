@@ -333,6 +333,15 @@ pub enum RecordProblem {
         /// `group.leader_pid`.
         leader: i32,
     },
+    /// The run's session is not its gate's (the gate leads the session it made), or there is
+    /// no gate for it.
+    #[error("sandbox.session {session} is not group.leader_pid {leader:?}")]
+    SessionNotLed {
+        /// `sandbox.session`.
+        session: i32,
+        /// `group.leader_pid`, if any.
+        leader: Option<i32>,
+    },
 }
 
 /// The operation an [`Error::Io`] was doing.

@@ -93,7 +93,9 @@
 //! | `launch.limits` | `timeout_ms` (`--background-timeout`), `output_cap_bytes` (`--background-output`), `keep_ms` (`--background-keep`) |
 //! | `launch.thread`, `.hops` | the conversation to tell (empty when the run was started without one, which only a `serve` without a way in allows), and the call's hops (the message carries `hops + 1`) |
 //! | `launch.tell_to` | `{way_in, agent, keyring}`: the way-in socket, the agent id (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the keyring folder; `null` without a way in (never told) |
-//! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate, which `exec`s the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
+//! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate: the run's reaper, which forks the sandbox into a group of its own; in records of older gates, the gate that `exec`ed the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
+//! | `sandbox` | absent in records of older gates; written with `group`: `{"session": S, "pgid": P}`, where `S` is the run's session (the gate leads it too, so `S` equals `group.leader_pid`; a record saying otherwise is refused) and `P` the sandbox process's own group, `null` until the gate reports the sandbox started. A sweep that finds the gate gone signals only processes proven the run's by these: in session `S`, in group `group.pgid` or `P`, started no earlier than the gate |
+//! | `failure` | absent unless the run could not start; then why, in words (the sandbox could not be executed, with the system's reason), and the run is `lost` |
 //! | `status` | `{"state": "running"}`, or `{"state": S, "ended_at_ms": T, "exit": E}` with `S` one of `exited` (ended by itself), `timed_out`, `stopped` (`<id>.stop`), `lost` (supervisor quit or died) and `E` one of `{"code": n}`, `{"signal": n}` or `null` (unknown; never for `exited`) |
 //! | `output.written_bytes` | everything the run wrote, dropped bytes included, as of the record's last write (exact once ended; while running, `dropped_bytes` + the file's length is the live figure) |
 //! | `output.dropped_bytes` | bytes cut from the file's start by rotations, in all; never more than `written_bytes` |
@@ -126,8 +128,9 @@
 //!
 //! # Stopping
 //!
-//! Creating `<id>.stop` asks the run to stop; its supervisor polls for it, kills the group and
-//! records `stopped`.
+//! Creating `<id>.stop`, then opening `<id>.lock` for writing and closing it, asks the run to
+//! stop; its supervisor, which watches its lock for that close without polling ([`stop`]),
+//! stops the run (SIGTERM, then SIGKILL two seconds later) and records `stopped`.
 
 #![deny(missing_docs)]
 
@@ -143,6 +146,7 @@ pub mod record;
 pub mod safe_open;
 pub mod slot;
 pub mod status;
+pub mod stop;
 pub mod summary;
 pub mod time;
 pub mod trust;

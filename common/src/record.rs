@@ -55,6 +55,14 @@ pub struct Record {
     pub launch: Launch,
     /// The run's process group, once the supervisor has started it (`null` until then).
     pub group: Option<Group>,
+    /// The run's session and the sandbox's own group, once the supervisor has started the
+    /// gate; absent in records of older gates, which became the sandbox by `exec`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxGroup>,
+    /// Why the run could not start, when it could not (the sandbox could not be executed, the
+    /// gate could not set up); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     /// Running, or how it ended.
     pub status: Status,
     /// The output file's counters.
@@ -129,10 +137,23 @@ pub struct TellTo {
 pub struct Group {
     /// The process group id (the gate process made itself the group's leader).
     pub pgid: ProcessId,
-    /// The leader's pid (the gate, which becomes the sandbox by `exec`).
+    /// The leader's pid: the gate, which stays the group's (and the session's) only member and
+    /// forks the sandbox into a group of its own (older gates became the sandbox by `exec`).
     pub leader_pid: ProcessId,
     /// The leader's start time: `/proc/<pid>/stat` field 22, clock ticks after boot.
     pub leader_start_time: u64,
+}
+
+/// Where the run's processes are, beyond the gate's group: the session the gate leads (every
+/// process of the run is in it unless it made a session of its own) and the process group the
+/// gate made for the sandbox. A sweep that finds the gate gone signals only processes proven
+/// the run's by these (see `lnk-link-supervise`'s `reclaim`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxGroup {
+    /// The run's session id: the gate's pid (`group.leader_pid`), since the gate leads it.
+    pub session: ProcessId,
+    /// The sandbox process's own group (its pid); `null` until the gate reported it started.
+    pub pgid: Option<ProcessId>,
 }
 
 /// The output file's counters.
@@ -182,6 +203,8 @@ impl Record {
             started_at_ms,
             launch,
             group: None,
+            sandbox: None,
+            failure: None,
             status: Status::Running,
             output: Output::default(),
             telling: Telling::default(),
@@ -392,6 +415,17 @@ impl Record {
                 pgid: group.pgid.get(),
                 leader: group.leader_pid.get(),
             }));
+        }
+        // The gate leads the run's session as it leads its group: a record naming another
+        // session would have a sweep prove processes the run's that are not.
+        if let Some(sandbox) = &self.sandbox {
+            let leader = self.group.map(|g| g.leader_pid);
+            if leader != Some(sandbox.session) {
+                return Err(invalid(RecordProblem::SessionNotLed {
+                    session: sandbox.session.get(),
+                    leader: leader.map(ProcessId::get),
+                }));
+            }
         }
         if self.output.dropped_bytes > self.output.written_bytes {
             return Err(invalid(RecordProblem::DroppedOverWritten {

@@ -193,6 +193,50 @@ fn a_group_its_leader_does_not_lead_is_refused() {
 }
 
 #[test]
+fn a_session_its_gate_does_not_lead_is_refused() {
+    let mut value = serde_json::to_value(ended(record(true), 5)).unwrap();
+    value["group"] = json!({"pgid": 4321, "leader_pid": 4321, "leader_start_time": 0});
+    value["sandbox"] = json!({"session": 4321, "pgid": 4330});
+    let bytes = serde_json::to_vec(&value).unwrap();
+    let fine = Record::from_json(&bytes, Path::new("x.json")).unwrap();
+    assert_eq!(fine.sandbox.map(|s| s.session.get()), Some(4321));
+    for (group, session, leader) in [
+        (
+            json!({"pgid": 4321, "leader_pid": 4321, "leader_start_time": 0}),
+            777,
+            Some(4321),
+        ),
+        (json!(null), 4321, None),
+    ] {
+        value["group"] = group;
+        value["sandbox"] = json!({"session": session, "pgid": null});
+        let bytes = serde_json::to_vec(&value).unwrap();
+        let err = Record::from_json(&bytes, Path::new("x.json")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::RecordInvalid {
+                    problem: RecordProblem::SessionNotLed { session: s, leader: l },
+                    ..
+                } if s == session && l == leader
+            ),
+            "{err:?}"
+        );
+    }
+}
+
+#[test]
+fn records_without_the_gates_fields_leave_them_out_when_rewritten() {
+    let r = ended(record(true), 5);
+    assert_eq!((r.sandbox, &r.failure), (None, &None));
+    let value: serde_json::Value = serde_json::from_slice(&r.to_json().unwrap()).unwrap();
+    assert!(
+        value.get("sandbox").is_none() && value.get("failure").is_none(),
+        "{value}"
+    );
+}
+
+#[test]
 fn damaged_fields_are_refused() {
     let good = serde_json::to_value(ended(record(true), 5)).unwrap();
     let cases: [(&str, serde_json::Value); 6] = [

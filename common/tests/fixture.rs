@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lnk_common::record::{FileId, Group, Limits, Program, TellTo, Telling};
+use lnk_common::record::{FileId, Group, Limits, Program, SandboxGroup, TellTo, Telling};
 use lnk_common::{AgentId, Exit, ProcessId, Record, RunId, State, StateDir, Status, UnixMs};
 
 fn data(name: &str) -> PathBuf {
@@ -110,6 +110,9 @@ fn ended_told_record_v1() {
         }
     );
     assert!(r.unknown.is_empty());
+    // Written before gates forked the sandbox: no session or sandbox group, no failure.
+    assert_eq!(r.sandbox, None);
+    assert_eq!(r.failure, None);
 
     let s = r.summary();
     assert_eq!(s.state, State::Exited);
@@ -132,8 +135,31 @@ fn running_record_v1_with_nulls() {
 }
 
 #[test]
+fn a_gates_record_v1_names_the_session_and_the_sandbox_group() {
+    let r = load_fixture("record-v1-gate.json", "b7c8d9e0f1g2h3i4j5k6");
+    let gate = ProcessId::new(52310).unwrap();
+    assert_eq!(r.group.map(|g| g.leader_pid), Some(gate));
+    assert_eq!(
+        r.sandbox,
+        Some(SandboxGroup {
+            session: gate,
+            pgid: Some(ProcessId::new(52316).unwrap()),
+        })
+    );
+    assert_eq!(
+        r.failure.as_deref(),
+        Some("the sandbox could not be executed: No such file or directory (os error 2)")
+    );
+    assert_eq!(r.summary().state, State::Lost);
+}
+
+#[test]
 fn fixtures_survive_a_rewrite_unchanged_in_meaning() {
-    for name in ["record-v1.json", "record-v1-running.json"] {
+    for name in [
+        "record-v1.json",
+        "record-v1-running.json",
+        "record-v1-gate.json",
+    ] {
         let bytes = std::fs::read(data(name)).unwrap();
         let r = Record::from_json(&bytes, &data(name)).unwrap();
         let original: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

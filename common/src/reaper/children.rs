@@ -95,3 +95,87 @@ pub fn kill_all_children() -> io::Result<usize> {
         }
     }
 }
+
+/// A descendant found by [`descendants`], pinned by a pidfd, so that a signal through
+/// [`Descendant::signal`] reaches that very process or no one.
+#[derive(Debug)]
+pub struct Descendant {
+    /// Its pid.
+    pub pid: Pid,
+    pidfd: std::os::fd::OwnedFd,
+}
+
+impl Descendant {
+    /// Sends `signal` through the pidfd (an error means it has ended).
+    pub fn signal(&self, signal: Signal) {
+        let _ = rustix::process::pidfd_send_signal(&self.pidfd, signal);
+    }
+
+    /// Whether it has not ended (its pidfd is readable once it has).
+    fn alive(&self) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+        matches!(poll(&mut fds, Some(&Timespec::default())), Ok(0))
+    }
+
+    /// The program it runs now (`/proc/<pid>/exe`), when that can be read.
+    pub fn exe(&self) -> Option<std::path::PathBuf> {
+        std::fs::read_link(format!("/proc/{}/exe", self.pid.as_raw_nonzero())).ok()
+    }
+}
+
+/// Every live descendant of this process, children first, each pinned by a pidfd and proven
+/// a descendant: a pid read from a parent's `children` file is taken only if, once pinned,
+/// `/proc` says its parent is that parent, which is itself pinned and still alive (a pid that
+/// changed hands in between has another parent).
+pub fn descendants() -> Vec<Descendant> {
+    use rustix::process::{PidfdFlags, pidfd_open};
+    let mut found: Vec<Descendant> = Vec::new();
+    for pid in children().unwrap_or_default() {
+        if let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) {
+            found.push(Descendant { pid, pidfd });
+        }
+    }
+    let mut next = 0;
+    while next < found.len() {
+        let parent_at = next;
+        let parent = found[next].pid;
+        let parent_raw = parent.as_raw_nonzero().get();
+        next += 1;
+        for pid in children_of(parent) {
+            if found.iter().any(|d| d.pid == pid) {
+                continue;
+            }
+            let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+                continue;
+            };
+            // Read after the pidfd was taken, and trusted only if the pinned parent is still
+            // alive afterwards: then no other process can have had the parent's pid meanwhile,
+            // and a pid that changed hands before the pidfd was taken has another parent.
+            let is_child = crate::proc_info::Stat::of(pid.as_raw_nonzero().get())
+                .is_some_and(|stat| stat.ppid == parent_raw && !stat.is_dead());
+            if is_child && found[parent_at].alive() {
+                found.push(Descendant { pid, pidfd });
+            }
+        }
+    }
+    found
+}
+
+/// The children of another process, from its threads' `children` files (empty when they
+/// cannot be read).
+fn children_of(pid: Pid) -> Vec<Pid> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw_nonzero())) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .filter_map(Pid::from_raw)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}

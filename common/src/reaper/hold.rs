@@ -2,14 +2,18 @@
 //! process exactly there (rather than hope a random moment hits it) and check that nothing is
 //! left. Inert unless `LNK_HOLD` is set; nothing sets it but the tests.
 //!
-//! `LNK_HOLD=<step>=<path>` in the environment of `serve` holds every call that reaches `<step>`
-//! there for good: the process at that step creates `<path>` (so the test knows it is there)
-//! and then waits for a signal, never going on.
+//! `LNK_HOLD=<step>=<path>` in the environment of `serve` (for the `call-…` steps) or of a
+//! supervisor (for the `run-…` steps; supervisors inherit `serve`'s environment) holds every call
+//! or run that reaches `<step>` there for good: the process at that step creates `<path>` (so
+//! the test knows it is there) and then waits for a signal, never going on.
 //!
 //! | step | who holds, and where |
 //! |---|---|
 //! | `call-reaper` | a call's reaper: set up (signals, subreaper), before it forks the sandbox |
 //! | `call-exec` | a call's sandbox process: forked, in its own group, before it execs the sandbox |
+//! | `run-reaper` | a run's gate: opened, before it forks the sandbox |
+//! | `run-exec` | a run's sandbox process: forked, before it execs the sandbox |
+//! | `run-started` | a run's supervisor: the sandbox runs, its group not yet recorded |
 //!
 //! (`LNK_SUPERVISE_HOLD_GATE=<path>`, older, holds a supervisor between recording the run's
 //! group and opening the gate, until `<path>` exists.)
@@ -35,6 +39,12 @@ pub enum Step {
     CallReaper,
     /// A call's sandbox process, before its exec.
     CallExec,
+    /// A run's gate, opened, before it forks the sandbox.
+    RunReaper,
+    /// A run's sandbox process, before its exec.
+    RunExec,
+    /// A run's supervisor, before it records the sandbox's group.
+    RunStarted,
 }
 
 impl Step {
@@ -43,6 +53,9 @@ impl Step {
         match self {
             Step::CallReaper => "call-reaper",
             Step::CallExec => "call-exec",
+            Step::RunReaper => "run-reaper",
+            Step::RunExec => "run-exec",
+            Step::RunStarted => "run-started",
         }
     }
 }

@@ -92,6 +92,7 @@ pub fn run(options: &Options) -> ExitCode {
         exec_failed: false,
         leftovers: false,
         termed: Vec::new(),
+        sandbox_exe: std::fs::canonicalize(OsStr::from_bytes(program.0.as_bytes())).ok(),
     };
     reaper.live();
     if reaper.exec_failed {
@@ -259,8 +260,11 @@ struct Reaper<'a> {
     exit: Option<Exit>,
     exec_failed: bool,
     leftovers: bool,
-    /// Children sent SIGTERM while stopping.
+    /// Descendants sent SIGTERM while stopping.
     termed: Vec<Pid>,
+    /// The sandbox program's file, canonical: processes still running it are the sandbox's
+    /// own, not the programs inside.
+    sandbox_exe: Option<std::path::PathBuf>,
 }
 
 impl Reaper<'_> {
@@ -302,7 +306,7 @@ impl Reaper<'_> {
                     self.phase = Phase::Killing;
                     continue;
                 }
-                Phase::Stopping { .. } => self.term_new(&others),
+                Phase::Stopping { .. } => self.term_new(),
                 Phase::Killing => self.kill(&others),
             }
             let wait = match self.phase {
@@ -324,9 +328,7 @@ impl Reaper<'_> {
     fn stop(&mut self) {
         match self.phase {
             Phase::Running if !self.options.stop_grace.is_zero() => {
-                let others = self.other_children();
-                self.signal_all(Signal::TERM, &others);
-                self.termed = others;
+                self.term_new();
                 self.phase = Phase::Stopping {
                     kill_at: Instant::now() + self.options.stop_grace,
                 };
@@ -341,13 +343,22 @@ impl Reaper<'_> {
         }
     }
 
-    /// SIGTERM to children adopted since the stop began.
-    fn term_new(&mut self, others: &[Pid]) {
-        for child in others {
-            if !self.termed.contains(child) {
-                signal_child(*child, Signal::TERM);
-                self.termed.push(*child);
+    /// SIGTERM to every descendant not sent one yet, but the sandbox's own processes (those
+    /// still running the sandbox program): a sandbox that dies of SIGTERM ends what runs
+    /// inside it at once (bubblewrap does, and its `--die-with-parent` and PID namespace then
+    /// SIGKILL the rest), so the programs would get no chance to clean up. They get SIGTERM;
+    /// the sandbox ends when they do, or gets SIGKILL with the rest after the grace.
+    fn term_new(&mut self) {
+        for descendant in children::descendants() {
+            if self.termed.contains(&descendant.pid) {
+                continue;
             }
+            let exe = descendant.exe();
+            if exe.is_some() && exe == self.sandbox_exe {
+                continue;
+            }
+            descendant.signal(Signal::TERM);
+            self.termed.push(descendant.pid);
         }
     }
 
