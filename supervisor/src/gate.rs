@@ -1,63 +1,122 @@
-//! `gate`: the first process of a background run's group.
+//! `gate`: a background run's reaper, the first process of the run.
 //!
-//! The supervisor starts `lnk-link-supervise gate -- <sandbox>...` as the leader of a new
-//! process group, with a pipe as its stdin. The gate waits for one byte on that pipe, which
-//! the supervisor writes only once the record names the group; then it puts an empty stdin in
-//! place and `exec`s the sandbox, which stays the same process and so the group's leader. If
-//! the pipe closes first (the supervisor died before it could record the group), the gate
-//! exits and nothing runs, so no process can be left that a sweep cannot find.
+//! The supervisor starts `lnk-link-supervise gate … -- <sandbox>…` as the leader of a new
+//! session (so of a new process group too), with an empty environment, SIGTERM at the
+//! supervisor's death, its signals blocked, a pipe as its stdin and a report pipe as its fd 3
+//! ([`lnk_common::reaper::launch`]). The gate waits for one byte on stdin, which the supervisor
+//! writes only once the record names the gate's group and session; if the pipe closes first (the
+//! supervisor died before it could record them) or a stop comes, it exits and nothing runs. Once
+//! opened, it is the run's reaper ([`lnk_common::reaper`]): it forks the sandbox into a process
+//! group of its own, holds everything the sandbox starts as a child subreaper, stops it all with
+//! SIGTERM then SIGKILL two seconds later when the supervisor asks (SIGTERM to the gate) or dies,
+//! kills leftovers a second after the sandbox's end, and reports the sandbox's start, exit and a
+//! failed exec to the supervisor.
+//!
+//! (The SPEC has the gate `exec` the sandbox. It stays alive as the reaper instead: a process
+//! group does not hold what calls `setsid` or a sandbox's `--new-session`, and only an ancestor
+//! that lives can catch those; see the README's Containment.)
 
 use std::ffi::OsString;
-use std::io::Read;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::ExitCode;
+use std::process::{Child, Command, ExitCode, Stdio};
 
-/// The byte that opens the gate.
-pub const OPEN: u8 = b'g';
+use anyhow::{Context, Result};
+use lnk_common::reaper::hold::{self, Step};
+use lnk_common::reaper::{LEFTOVER_GRACE, Options, RUN_STOP_GRACE, Reports, launch, report};
+use lnk_common::record::Record;
+use rustix::process::{Pid, Signal, kill_process};
 
-/// Exit code when the supervisor went away before opening the gate.
-pub const CLOSED_EXIT: u8 = 125;
-/// Exit code when the sandbox could not be executed.
-pub const EXEC_FAILED_EXIT: u8 = 127;
+pub use lnk_common::reaper::{CLOSED_EXIT, EXEC_FAILED_EXIT, OPEN};
 
-/// Waits on stdin for the gate to open, then becomes `argv`.
-pub fn run(argv: &[OsString]) -> ExitCode {
-    let Some((program, args)) = argv.split_first() else {
-        tracing::error!("gate: nothing to run");
-        return ExitCode::from(EXEC_FAILED_EXIT);
-    };
-    let mut byte = [0u8; 1];
-    let opened = loop {
-        match std::io::stdin().lock().read(&mut byte) {
-            Ok(1) => break byte[0] == OPEN,
-            Ok(_) => break false,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break false,
+/// The hidden subcommand that makes `lnk-link-supervise` a run's gate; `main` takes it before
+/// anything else.
+pub const GATE: &str = "gate";
+
+/// Runs a gate from the arguments after `gate`: it always waits for the open byte first.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let mut options = match Options::parse(args) {
+        Ok(options) => options,
+        Err(problem) => {
+            tracing::error!("gate: {problem}");
+            return ExitCode::from(lnk_common::reaper::USAGE_EXIT);
         }
     };
-    if !opened {
-        tracing::warn!("gate: the supervisor went away before the run was recorded; not running");
-        return ExitCode::from(CLOSED_EXIT);
+    options.wait_open = true;
+    lnk_common::reaper::run(&options)
+}
+
+/// A run's gate, started: the supervisor's child.
+#[derive(Debug)]
+pub struct Gate {
+    /// The gate process.
+    pub child: Child,
+    /// What it reports.
+    pub reports: Reports,
+}
+
+impl Gate {
+    /// Starts the gate of `record`'s run in the folder `cwd` is a handle on, with `gate_read`
+    /// as its stdin (the open byte comes there) and `out_write` as its stdout and stderr (the
+    /// run's output).
+    pub fn start(
+        record: &Record,
+        cwd: &OwnedFd,
+        gate_read: OwnedFd,
+        out_write: OwnedFd,
+    ) -> Result<Gate> {
+        let (read, write) = report::pipe().context("making the gate's report pipe")?;
+        let argv: Vec<OsString> = record
+            .launch
+            .argv()
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        let mut options = Options::new(argv, RUN_STOP_GRACE, LEFTOVER_GRACE);
+        options.wait_open = true;
+        options.hold_start = hold::path_for(Step::RunReaper);
+        options.hold_exec = hold::path_for(Step::RunExec);
+        let out_write = File::from(out_write);
+        let err_write = out_write.try_clone().context("sharing the output pipe")?;
+        // `/proc/self/exe` is this very executable even when its file was replaced since.
+        let mut command = Command::new("/proc/self/exe");
+        command
+            .arg0("lnk-link-supervise")
+            .arg(GATE)
+            .args(options.to_args())
+            .stdin(Stdio::from(gate_read))
+            .stdout(Stdio::from(out_write))
+            .stderr(Stdio::from(err_write));
+        // The supervisor's environment (serve's, inherited) reaches neither the gate nor the
+        // sandbox: `prepare` clears it, and the gate execs the sandbox with an empty one.
+        launch::prepare(&mut command, Some(cwd.as_fd()), &write);
+        let child = command.spawn().context("starting the gate")?;
+        drop(write);
+        let reports = Reports::new(read).context("reading the gate's reports")?;
+        Ok(Gate { child, reports })
     }
-    // The run's stdin is empty, as a foreground call's is without input.
-    match std::fs::File::open("/dev/null") {
-        Ok(null) => {
-            if let Err(err) = rustix::stdio::dup2_stdin(&null) {
-                tracing::error!(%err, "gate: cannot give the run an empty stdin");
-                return ExitCode::from(EXEC_FAILED_EXIT);
-            }
-        }
-        Err(err) => {
-            tracing::error!(%err, "gate: cannot open /dev/null");
-            return ExitCode::from(EXEC_FAILED_EXIT);
+
+    /// The gate's pid: it leads the run's session and group.
+    pub fn pid(&self) -> Option<Pid> {
+        Pid::from_raw(i32::try_from(self.child.id()).ok()?)
+    }
+
+    /// Asks the gate to stop the run: SIGTERM to everything, SIGKILL two seconds later.
+    pub fn stop(&self) {
+        self.signal(Signal::TERM);
+    }
+
+    /// Kills the gate itself, for one that does not end when asked (what it held is then
+    /// reparented to the supervisor, a child subreaper, which kills it).
+    pub fn kill(&self) {
+        self.signal(Signal::KILL);
+    }
+
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = self.pid() {
+            // Unreaped, so still the gate; an error means it has exited already.
+            let _ = kill_process(pid, signal);
         }
     }
-    // The sandbox starts with an empty environment, as a foreground call's does: nothing of the
-    // supervisor's (serve's, inherited) can be read from inside.
-    let err = std::process::Command::new(program)
-        .args(args)
-        .env_clear()
-        .exec();
-    tracing::error!(%err, program = %program.to_string_lossy(), "gate: cannot run the sandbox");
-    ExitCode::from(EXEC_FAILED_EXIT)
 }

@@ -4,7 +4,6 @@
 //! after crashes.
 
 pub mod gate;
-pub mod group;
 pub mod keyring;
 pub mod output;
 pub mod reclaim;
@@ -13,7 +12,6 @@ pub mod supervise;
 pub mod sweep;
 pub mod tell;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,13 +34,6 @@ enum Command {
         /// The state folder.
         #[arg(long, value_name = "DIR")]
         state: PathBuf,
-    },
-    /// Wait on stdin for the supervisor to open the gate, then become the sandbox.
-    #[command(hide = true)]
-    Gate {
-        /// The sandbox and what it runs.
-        #[arg(last = true, required = true)]
-        argv: Vec<OsString>,
     },
     /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
     Sweep {
@@ -74,6 +65,12 @@ enum Command {
 
 /// Runs `lnk-link-supervise` with the process's arguments.
 pub fn main() -> ExitCode {
+    // A run's gate, started by its supervisor: before clap and logging (a gate's own log line
+    // would land in the run's output; it reports to its supervisor instead).
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|sub| sub == gate::GATE) {
+        return gate::run(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => err.exit(),
@@ -81,7 +78,6 @@ pub fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Supervise { id, state } => supervise::run(&id, state),
-        Command::Gate { argv } => return gate::run(&argv),
         Command::Sweep { state } => sweep::run(&state).map(|report| {
             tracing::info!(?report, "swept");
         }),

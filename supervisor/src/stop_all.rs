@@ -208,13 +208,12 @@ fn take_run_lock(state: &StateDir, id: &RunId) -> Result<Option<LockGuard>> {
     if let Some(guard) = waited(lock::lock_blocking(state, id, ASKED_WAIT))? {
         return Ok(guard);
     }
-    // The supervisor did not end: kill the run's group ourselves; the supervisor then sees
-    // its run end, records it, and lets go of the lock.
+    // The supervisor did not end: stop the run ourselves (its gate, then what is proven the
+    // run's); the supervisor then sees its run end, records it, and lets go of the lock.
     if let Ok(record) = Record::load(state, id)
         && record.status.is_running()
-        && let Some(group) = reclaim::surely_own_group(&record)
     {
-        group.kill();
+        reclaim::kill_run(&record);
     }
     if let Some(guard) = waited(lock::lock_blocking(state, id, KILLED_WAIT))? {
         return Ok(guard);

@@ -253,6 +253,12 @@ fn list_and_stop_sweep_a_run_whose_supervisor_died(sandbox: Sandbox) {
     let supervisor = wait_supervisor(&id, ANSWER);
     signal(supervisor.pid, Signal::KILL);
     wait_no_supervisor(&id, Duration::from_secs(5));
+    // Its command line goes before its descriptors do: only a zombie has surely let go of the
+    // run's lock.
+    assert!(crate::procs::wait_dead(
+        supervisor.pid,
+        Duration::from_secs(5)
+    ));
 
     let run = listed(&mut serve, &id);
     assert_eq!(run["state"], "lost", "{run}");

@@ -1,0 +1,247 @@
+//! The supervisor's loop while the run lives: one `poll`, and no periodic wake-up.
+//!
+//! It sleeps until one of: a signal to the supervisor, the stop watch on its lock
+//! ([`lnk_common::stop`]), the gate's reports (the sandbox started, ended, could not be
+//! executed; their end is the gate's), the run's output, or the deadline, which is the poll's
+//! timeout rather than a tick. At the deadline, a stop or a signal it asks the gate to stop the
+//! run (SIGTERM to the gate, which sends SIGTERM to the run and SIGKILL two seconds later); once
+//! the gate has ended, everything it held is dead.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use lnk_common::layout::StateDir;
+use lnk_common::proc_info::ProcessId;
+use lnk_common::reaper::hold::{self, Step};
+use lnk_common::reaper::{Event, RUN_STOP_GRACE};
+use lnk_common::record::{Record, SandboxGroup};
+use lnk_common::status::Exit;
+use lnk_common::stop::Watch;
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
+use super::quit::Quit;
+use crate::gate::Gate;
+use crate::output::OutputFile;
+
+/// Bytes read from the pipe at a time.
+const READ_CHUNK: usize = 256 * 1024;
+/// How long after its stop grace a gate asked to stop may take to end before it is killed
+/// itself (a safety net: it ends within the grace).
+const GATE_STUCK: Duration = Duration::from_secs(5);
+/// Once the gate has ended, how long the output pipe is read for what is still in it.
+const LAST_OUTPUT: Duration = Duration::from_secs(1);
+
+/// Why the run ended, as far as the supervisor is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The program ended by itself.
+    ByItself,
+    /// Its time ran out.
+    TimedOut,
+    /// `<id>.stop` asked it to stop.
+    Stopped,
+    /// The supervisor was told to quit.
+    Lost,
+}
+
+/// What the watch saw.
+#[derive(Debug)]
+pub struct Watched {
+    /// Why it ended.
+    pub ending: Ending,
+    /// The sandbox process's exit, when the gate reported it.
+    pub exit: Option<Exit>,
+    /// Why the run could not start, when it could not.
+    pub failure: Option<String>,
+}
+
+/// What the watch works with.
+pub struct Run<'a> {
+    pub state: &'a StateDir,
+    pub record: &'a mut Record,
+    pub quit: &'a Quit,
+    pub gate: &'a mut Gate,
+    pub stop: &'a Watch,
+    pub output: &'a mut OutputFile,
+    pub pipe: Option<File>,
+    pub deadline: Instant,
+}
+
+impl Run<'_> {
+    /// Watches the run until its gate has ended (everything the gate held is dead then), and
+    /// copies what the run writes meanwhile; then reads what is left in the pipe.
+    pub fn watch(mut self) -> Result<Watched> {
+        let mut pipe = self.pipe.take();
+        let mut buf = vec![0u8; READ_CHUNK];
+        let mut seen = Watched {
+            ending: Ending::ByItself,
+            exit: None,
+            failure: None,
+        };
+        let mut stop_sent: Option<Instant> = None;
+        let mut gate_killed = false;
+        // A stop asked before the watch began is looked for once.
+        let mut stop_maybe = true;
+        while !self.gate.reports.ended() {
+            let now = Instant::now();
+            // Read every time, so that a pending signal (a child's end too) never leaves the
+            // descriptor readable for the next poll.
+            let quit = self.quit.asked();
+            if stop_sent.is_none() {
+                let asked = if quit {
+                    Some(Ending::Lost)
+                } else if seen.exit.is_none() && now >= self.deadline {
+                    Some(Ending::TimedOut)
+                } else if stop_maybe && self.state.stop_requested(&self.record.id)? {
+                    Some(Ending::Stopped)
+                } else {
+                    None
+                };
+                stop_maybe = false;
+                if let Some(why) = asked {
+                    // After the program's own end, a stop only kills its leftovers sooner.
+                    if seen.exit.is_none() {
+                        seen.ending = why;
+                    }
+                    tracing::info!(id = %self.record.id, ?why, "stopping the run");
+                    self.gate.stop();
+                    stop_sent = Some(now);
+                }
+            }
+            let stuck_at = stop_sent.map(|at| at + RUN_STOP_GRACE + GATE_STUCK);
+            if let Some(at) = stuck_at
+                && !gate_killed
+                && now >= at
+            {
+                tracing::warn!(id = %self.record.id, "the gate did not end after it was asked to; killing it");
+                self.gate.kill();
+                gate_killed = true;
+            }
+            let wake_at = match (stop_sent, seen.exit) {
+                (None, None) => Some(self.deadline),
+                _ if !gate_killed => stuck_at,
+                _ => None,
+            };
+            let timeout =
+                wake_at.and_then(|at| Timespec::try_from(at.saturating_duration_since(now)).ok());
+
+            let quit_fd = self.quit.fd();
+            let mut fds = Vec::with_capacity(4);
+            fds.push(PollFd::new(&quit_fd, PollFlags::IN));
+            let stop_fd = self.stop.fd();
+            fds.push(PollFd::new(&stop_fd, PollFlags::IN));
+            fds.push(PollFd::new(&self.gate.reports, PollFlags::IN));
+            if let Some(pipe) = &pipe {
+                fds.push(PollFd::new(pipe, PollFlags::IN));
+            }
+            match poll(&mut fds, timeout.as_ref()) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(err) => return Err(err.into()),
+            }
+            let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
+            drop(fds);
+            if ready[1] && self.stop.take() {
+                stop_maybe = true;
+            }
+            if ready.get(3).copied().unwrap_or(false) {
+                self.read_once(&mut pipe, &mut buf)?;
+            }
+            if ready[2] {
+                for event in self.gate.reports.read()? {
+                    self.heard(event, &mut seen);
+                }
+            }
+        }
+        self.read_rest(&mut pipe, &mut buf)?;
+        Ok(seen)
+    }
+
+    /// One report of the gate's.
+    fn heard(&mut self, event: Event, seen: &mut Watched) {
+        let id = &self.record.id;
+        match event {
+            Event::Started(pid) => {
+                tracing::info!(%id, pid, "the sandbox runs");
+                if let Some(path) = hold::path_for(Step::RunStarted) {
+                    hold::hold(&path, self.quit.fd());
+                }
+                self.record_sandbox_group(pid);
+            }
+            Event::Exited(exit) => {
+                tracing::info!(%id, ?exit, "the sandbox process ended");
+                seen.exit = Some(exit);
+            }
+            Event::Leftovers => {
+                tracing::info!(%id, "killed what the run left running after its end");
+            }
+            Event::ExecFailed(errno) => {
+                let why = format!(
+                    "the sandbox could not be executed: {}",
+                    io::Error::from_raw_os_error(errno)
+                );
+                tracing::error!(%id, "{why}");
+                seen.failure = Some(why);
+            }
+            Event::Failed(errno) => {
+                let why = format!(
+                    "the run's gate could not set itself up: {}",
+                    io::Error::from_raw_os_error(errno)
+                );
+                tracing::error!(%id, "{why}");
+                seen.failure = Some(why);
+            }
+        }
+    }
+
+    /// Names the sandbox's own group in the record, for a sweep that finds the gate gone.
+    fn record_sandbox_group(&mut self, pid: i32) {
+        let Ok(pgid) = ProcessId::new(i64::from(pid)) else {
+            return;
+        };
+        if let Some(sandbox) = &mut self.record.sandbox {
+            sandbox.pgid = Some(pgid);
+        } else if let Some(group) = self.record.group {
+            self.record.sandbox = Some(SandboxGroup {
+                session: group.leader_pid,
+                pgid: Some(pgid),
+            });
+        }
+        // The gate holds the run whatever happens to this write; a sweep after a crash of
+        // both would find less.
+        if let Err(err) = self.record.store(self.state) {
+            tracing::warn!(id = %self.record.id, "recording the sandbox's group: {err}");
+        }
+    }
+
+    fn read_once(&mut self, pipe: &mut Option<File>, buf: &mut [u8]) -> Result<()> {
+        let Some(reader) = pipe else { return Ok(()) };
+        match reader.read(buf) {
+            Ok(0) => *pipe = None,
+            Ok(n) => self.output.append(&buf[..n], self.state, self.record)?,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => {
+                tracing::warn!(%err, "reading the run's output failed");
+                *pipe = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the pipe to its end, for at most [`LAST_OUTPUT`]: the gate has ended, so every
+    /// writer the gate held is dead, and the end comes at once unless something escaped.
+    fn read_rest(&mut self, pipe: &mut Option<File>, buf: &mut [u8]) -> Result<()> {
+        let until = Instant::now() + LAST_OUTPUT;
+        while let Some(reader) = pipe.as_ref() {
+            let left = until.saturating_duration_since(Instant::now());
+            let mut fds = [PollFd::new(reader, PollFlags::IN)];
+            let timeout = Timespec::try_from(left).ok();
+            if !matches!(poll(&mut fds, timeout.as_ref()), Ok(n) if n > 0) {
+                return Ok(());
+            }
+            self.read_once(pipe, buf)?;
+        }
+        Ok(())
+    }
+}
