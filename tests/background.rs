@@ -15,6 +15,9 @@
 
 // The shared support: this file uses only part of it.
 #[allow(dead_code)]
+#[path = "support/containment.rs"]
+mod containment;
+#[allow(dead_code)]
 #[path = "support/procs.rs"]
 mod procs;
 #[allow(dead_code)]
@@ -35,6 +38,11 @@ mod runs;
 /// `--background-output` with rotation, and the refusals (no thread, `--hops`).
 #[path = "background/caps.rs"]
 mod caps;
+/// Containment and graceful stops (issues 9, 10 and 12): nothing of a run outlives it,
+/// however its processes leave its group and whenever its supervisor dies; a stop lets the
+/// program clean up; an idle supervisor sleeps.
+#[path = "background/containment.rs"]
+mod contained;
 /// Supervisors that die: SIGTERM, SIGINT or SIGHUP records `lost`, SIGKILL before the gate opens
 /// runs nothing; and the lock is never inherited by the run.
 #[path = "background/crashes.rs"]

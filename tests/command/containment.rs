@@ -125,3 +125,25 @@ fn a_call_held_before_its_exec_dies_with_serve(sandbox: Sandbox) {
     // The reaper and its fork, which will become the sandbox.
     held_call_dies_with_serve(sandbox, "call-exec", 2);
 }
+
+/// A sandbox that cannot be executed (its program went away after serve started) is told as
+/// such: the call's answer says why, not "exited with code 127".
+#[test]
+fn a_sandbox_that_cannot_be_executed_is_said_so() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let copy = setup.path("vanishing-sandbox");
+    std::fs::copy(env!("CARGO_BIN_EXE_lnk-test-passthrough"), &copy).unwrap();
+    let mut serve = setup
+        .serve()
+        .sandbox(vec![crate::sandbox::path_str(&copy)])
+        .start();
+    std::fs::remove_file(&copy).unwrap();
+    let result = serve.call(json!({"program": "true"}));
+    assert!(crate::serve::is_error(&result), "{result}");
+    let said = text(&result);
+    assert!(
+        said.contains("could not be started") && said.contains("No such file or directory"),
+        "{said}"
+    );
+    assert!(!said.contains("127"), "{said}");
+}
