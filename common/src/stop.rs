@@ -2,9 +2,10 @@
 //!
 //! **Asking** ([`StateDir::request_stop`](crate::layout::StateDir::request_stop)): create
 //! `<id>.stop` (safely: never through a link, replaced if it is not a regular file of the
-//! user's), then open `<id>.lock` for writing and close it, writing nothing. Nothing else ever
-//! opens a lock for writing (the lock protocol opens locks read-only), so that close is this
-//! run's stop and only this run's.
+//! user's), then open `<id>.lock` for writing and close it, writing nothing. Nothing else opens
+//! a live run's lock for writing (the lock protocol opens locks read-only; the supervisor
+//! writes a kept end there only after it stopped watching), so that close is this run's stop
+//! and only this run's.
 //!
 //! **Hearing** ([`Watch`]): the run's supervisor watches the very inode it holds locked,
 //! through its own descriptor (`/proc/self/fd/<n>`), with inotify `IN_CLOSE_WRITE`. It sleeps in

@@ -231,16 +231,14 @@ fn sweep_run(
 
 /// A `running` record whose supervisor is gone (the caller holds its free lock): the end the
 /// supervisor kept in the lock file when it could not store the record (a full disk) is
-/// recorded — the run ended as it says, not `lost` — else the run is recorded lost, its
-/// group killed when surely its own. Whether the run's own end was found.
+/// recorded — the run ended as it says, not `lost` — else the run is recorded lost, what is
+/// left of it killed when surely its own. Whether the run's own end was found.
 pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuard) -> Result<bool> {
     match lnk_common::record::kept_end(state, &record.id) {
         Ok(Some(kept)) => {
             // Its supervisor killed what was left before keeping the end; whatever is still
-            // there of a group surely its own goes all the same.
-            if let Some(group) = reclaim::surely_own_group(record) {
-                group.kill();
-            }
+            // there that is surely the run's goes all the same.
+            reclaim::kill_run(record);
             record.status = kept.status;
             record.output = kept.output;
             record.store(state)?;

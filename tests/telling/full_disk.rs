@@ -149,6 +149,8 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     // The supervisor dies while it still cannot write the record.
     sigkill(supervisor.pid);
     wait_no_supervisor(&id, ANSWER);
+    // Only a zombie has surely let go of the run's lock (the command line goes first).
+    assert!(crate::procs::wait_dead(supervisor.pid, ANSWER));
 
     // The disk is still full: nothing can be written, but `list` shows the end that was
     // kept, not a run that nothing supervises.

@@ -42,6 +42,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// Runs the sandbox of `options` to its end; see the module docs of [`super`].
 pub fn run(options: &Options) -> ExitCode {
     let report = Reporter::from_fd3();
+    // Whatever this process inherited beyond stdio (a host that leaks descriptors into
+    // `serve`, say) must not reach the sandbox.
+    close_on_exec_beyond_stdio();
     let failed = |err: io::Error| {
         report.send(Event::Failed(err.raw_os_error().unwrap_or(0)));
         ExitCode::from(FAILED_EXIT)
@@ -99,6 +102,36 @@ pub fn run(options: &Options) -> ExitCode {
         ExitCode::from(EXEC_FAILED_EXIT)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec (read from `/proc/self/fd`; the reaper's
+/// own are already).
+fn close_on_exec_beyond_stdio() {
+    let Ok(mut entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .by_ref()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    // The listing stays open meanwhile, so every listed descriptor is open (the reaper has one
+    // thread: nothing closes one in between).
+    for fd in fds {
+        set_cloexec(fd);
+    }
+    drop(entries);
+}
+
+#[allow(unsafe_code)]
+fn set_cloexec(fd: i32) {
+    // SAFETY: the descriptor is open (listed in /proc/self/fd while the listing is still
+    // open, in a single-threaded process) and is only borrowed for two fcntls, never closed.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
+        let _ = rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC);
     }
 }
 
