@@ -94,7 +94,8 @@ fn read_checked(
         };
         let Some(file) = file else {
             return Err(Answer::refusal(format!(
-                "run {id}'s output file background/{id}.out is gone"
+                "run {id}'s output file {} is gone",
+                lnk_common::layout::output_relative_path(&id).display()
             )));
         };
         let file_id = FileId::of(&file)

@@ -4,6 +4,7 @@
 
 use std::process::{Command, Stdio};
 
+use lnk_common::Causes;
 use lnk_common::id::{AgentId, RunId};
 use lnk_common::layout::StateDir;
 use lnk_common::lock::{self, StartLock};
@@ -137,19 +138,50 @@ fn prepare(
     })
 }
 
+/// The steps of a start that create something, in order; a failure at any of them leaves
+/// nothing behind ([`Undo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The run's lock file, created locked.
+    Lock,
+    /// `background/<id>.out`.
+    Output,
+    /// The run's names in the state folder's index.
+    Index,
+    /// The record.
+    Record,
+    /// The supervisor, started detached.
+    Supervisor,
+}
+
 /// Counts, creates and hands over, under `start.lock`.
 fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer> {
+    launch_run_failing(background, launch, |_| Ok(()))
+}
+
+/// [`launch_run`], with `fail` able to make any [`Step`] fail (the tests inject failures).
+fn launch_run_failing(
+    background: &Background,
+    launch: Launch,
+    fail: impl Fn(Step) -> std::io::Result<()>,
+) -> Result<Answer, Answer> {
     let state = StateDir::new(&background.state);
-    let failed = |what: &str, err: &dyn std::fmt::Display| {
-        tracing::error!("{what}: {err}");
-        Answer::refusal(format!("the run could not be started: {what}: {err}"))
+    let failed = |what: &str, err: &(dyn std::error::Error + 'static)| {
+        let why = Causes(err);
+        tracing::error!("{what}: {why}");
+        Answer::refusal(format!("the run could not be started: {what}: {why}"))
     };
+    // What can fail without creating anything comes first.
+    let boot_id =
+        lnk_common::proc_info::boot_id().map_err(|e| failed("reading the boot id", &e))?;
+    let id = RunId::generate().map_err(|e| failed("making an id", &e))?;
     let files =
         FilesDir::open(&launch.files).map_err(|e| failed("opening the files folder", &e))?;
     let output_dir = files.ensure_background_dir().map_err(|e| {
         Answer::refusal(format!(
-            "the run's output cannot go to `background/` in the files folder: {e}; remove or \
-             rename what is there"
+            "the run's output cannot go to `background/` in the files folder: {}; remove or \
+             rename what is there",
+            Causes(&e)
         ))
     })?;
     // Shared: starts do not wait for each other, only for a `stop`/`remove --state`.
@@ -164,44 +196,46 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
             background.max_running
         )));
     };
-    let id = RunId::generate().map_err(|e| failed("making an id", &e))?;
-    let lock =
-        lock::create_locked(&state, &id).map_err(|e| failed("creating the run's lock", &e))?;
-    let output = output_dir.create_output(&id).map_err(|e| {
-        Answer::refusal(format!(
-            "the run's output file cannot be made in `background/`: {e}"
-        ))
-    });
-    let output = match output {
-        Ok(file) => file,
-        Err(answer) => {
-            let _ = lock.remove();
-            return Err(answer);
-        }
-    };
-    let boot_id =
-        lnk_common::proc_info::boot_id().map_err(|e| failed("reading the boot id", &e))?;
     let mut record = Record::new(id.clone(), boot_id, UnixMs::now(), launch);
+    let creating_lock = "creating the run's lock";
+    fail(Step::Lock).map_err(|e| failed(creating_lock, &e))?;
+    let lock = lock::create_locked(&state, &id).map_err(|e| failed(creating_lock, &e))?;
+    let mut undo = Undo::new(&state, &output_dir, &record, lock);
+    let no_output = |e: &(dyn std::error::Error + 'static)| {
+        Answer::refusal(format!(
+            "the run's output file cannot be made in `background/`: {}",
+            Causes(e)
+        ))
+    };
+    fail(Step::Output).map_err(|e| no_output(&e))?;
+    undo.output = true;
+    let output = output_dir.create_output(&id).map_err(|e| no_output(&e))?;
     record.output.file = FileId::of(&output).ok();
     drop(output);
-    if let Err(err) = lnk_common::index::started(&state, &record) {
-        let _ = lock.remove();
-        return Err(failed("filing the run in the state folder's index", &err));
-    }
-    if let Err(err) = record.store(&state) {
-        let _ = lock.remove();
-        return Err(failed("writing the run's record", &err));
-    }
-    let mut command = Command::new(&background.supervise);
-    command
-        .arg("supervise")
-        .arg(id.as_str())
-        .arg("--state")
-        .arg(&background.state)
-        .stdin(Stdio::from(lock.into_file()))
-        .stdout(Stdio::from(slot.into_file()))
-        .stderr(detached::log(&state, &state.log(&id)));
-    if let Err(err) = detached::spawn(&mut command, "supervisor") {
+    let filing = "filing the run in the state folder's index";
+    undo.indexed = true;
+    fail(Step::Index).map_err(|e| failed(filing, &e))?;
+    lnk_common::index::started(&state, &record).map_err(|e| failed(filing, &e))?;
+    let storing = "writing the run's record";
+    undo.stored = true;
+    fail(Step::Record).map_err(|e| failed(storing, &e))?;
+    record.store(&state).map_err(|e| failed(storing, &e))?;
+    let spawned = fail(Step::Supervisor).and_then(|()| {
+        let mut command = Command::new(&background.supervise);
+        command
+            .arg("supervise")
+            .arg(id.as_str())
+            .arg("--state")
+            .arg(&background.state)
+            .stdin(Stdio::from(undo.hand_over_lock()?))
+            .stdout(Stdio::from(slot.into_file()))
+            .stderr(detached::log(&state, &state.log(&id)));
+        detached::spawn(&mut command, "supervisor")
+    });
+    if let Err(err) = spawned {
+        // The record exists: the run is recorded lost (a sweep removes it in time), rather
+        // than unmade.
+        undo.keep();
         record.status = Status::Lost {
             ended_at_ms: UnixMs::now(),
             exit: None,
@@ -212,7 +246,10 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
             &err,
         ));
     }
-    let output = format!("background/{id}.out");
+    undo.keep();
+    let output = lnk_common::layout::output_relative_path(&id)
+        .display()
+        .to_string();
     let text = format!(
         "started background run {id}; its output goes to {output} in the files folder (`read` \
          shows it, `stop` ends it)"
@@ -221,6 +258,87 @@ fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer>
         text,
         json!({"id": id.as_str(), "output": output}),
     ))
+}
+
+/// What a start has made so far, unmade on every early return: the record, the index's names,
+/// the output file, and last the run's lock (removed while still held, so no one takes a
+/// half-made run for a crashed one).
+struct Undo<'a> {
+    state: &'a StateDir,
+    output_dir: &'a lnk_common::safe_open::BackgroundDir,
+    record: Record,
+    lock: Option<lnk_common::lock::LockGuard>,
+    output: bool,
+    indexed: bool,
+    stored: bool,
+    armed: bool,
+}
+
+impl<'a> Undo<'a> {
+    fn new(
+        state: &'a StateDir,
+        output_dir: &'a lnk_common::safe_open::BackgroundDir,
+        record: &Record,
+        lock: lnk_common::lock::LockGuard,
+    ) -> Self {
+        Self {
+            state,
+            output_dir,
+            record: record.clone(),
+            lock: Some(lock),
+            output: false,
+            indexed: false,
+            stored: false,
+            armed: true,
+        }
+    }
+
+    /// The locked lock file, for the supervisor.
+    fn hand_over_lock(&mut self) -> std::io::Result<std::fs::File> {
+        self.lock
+            .take()
+            .map(lnk_common::lock::LockGuard::into_file)
+            .ok_or_else(|| std::io::Error::other("the run's lock was handed over already"))
+    }
+
+    /// The run is made: nothing is undone.
+    fn keep(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let id = &self.record.id;
+        let undo = |what: &str, err: &(dyn std::error::Error + 'static)| {
+            tracing::warn!(%id, "a failed start could not remove {what}: {}", Causes(err));
+        };
+        if self.stored {
+            let path = self.state.record(id);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => undo("its record", &e),
+                _ => {}
+            }
+        }
+        if self.indexed
+            && let Err(e) = lnk_common::index::forget(self.state, &self.record)
+        {
+            undo("its index names", &e);
+        }
+        if self.output
+            && let Err(e) = self.output_dir.remove_output(id)
+        {
+            undo("its output file", &e);
+        }
+        if let Some(lock) = self.lock.take()
+            && let Err(e) = lock.remove()
+        {
+            undo("its lock", &e);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -340,6 +458,98 @@ mod tests {
                 refused.text
             );
         }
+    }
+
+    /// Every file under `dir`, as paths relative to it (folders left out).
+    fn files_under(dir: &std::path::Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut folders = vec![dir.to_path_buf()];
+        while let Some(folder) = folders.pop() {
+            let entries = std::fs::read_dir(&folder).unwrap_or_else(|e| panic!("{e}"));
+            for entry in entries {
+                let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else if let Ok(relative) = path.strip_prefix(dir) {
+                    found.push(relative.display().to_string());
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn a_start_that_fails_at_any_step_leaves_nothing_behind() {
+        for step in [Step::Lock, Step::Output, Step::Index, Step::Record] {
+            let (_dir, files) = files_folder();
+            let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let mut settings = background(None);
+            settings.state = state_dir.path().join("state");
+            StateDir::new(&settings.state)
+                .create()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let before = files_under(&settings.state);
+            let launch = prepare(
+                &config(files.clone()),
+                &settings,
+                &map(json!({"program": "sleep", "args": ["5"]})),
+                None,
+            )
+            .unwrap_or_else(|answer| panic!("{}", answer.text));
+            let refused = launch_run_failing(&settings, launch, |at| {
+                if at == step {
+                    Err(std::io::Error::other(format!("{at:?} failed on purpose")))
+                } else {
+                    Ok(())
+                }
+            })
+            .err()
+            .unwrap_or_else(|| panic!("the start failed at {step:?}"));
+            assert!(refused.is_error, "{}", refused.text);
+            assert!(refused.text.contains("on purpose"), "{}", refused.text);
+            let left: Vec<String> = files_under(&settings.state)
+                .into_iter()
+                // The folder's own furniture (start.lock, the slots) is no run's.
+                .filter(|name| !before.contains(name))
+                .filter(|name| name != "start.lock" && !name.starts_with("slots/"))
+                .collect();
+            assert_eq!(left, Vec::<String>::new(), "failing at {step:?} left these");
+            let background = files.join("background");
+            if background.exists() {
+                assert_eq!(files_under(&background), Vec::<String>::new(), "{step:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_supervisor_that_cannot_start_leaves_the_run_recorded_lost() {
+        let (_dir, files) = files_folder();
+        let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut settings = background(None);
+        settings.state = state_dir.path().join("state");
+        let state = StateDir::new(&settings.state);
+        state.create().unwrap_or_else(|e| panic!("{e}"));
+        let launch = prepare(
+            &config(files),
+            &settings,
+            &map(json!({"program": "sleep"})),
+            None,
+        )
+        .unwrap_or_else(|answer| panic!("{}", answer.text));
+        let refused = launch_run(&settings, launch)
+            .err()
+            .unwrap_or_else(|| panic!("{} cannot start", settings.supervise.display()));
+        assert!(refused.text.contains("starting"), "{}", refused.text);
+        let records: Vec<String> = files_under(&settings.state)
+            .into_iter()
+            .filter(|name| name.ends_with(".json"))
+            .collect();
+        assert_eq!(records.len(), 1, "{records:?}");
+        let id = records[0].trim_end_matches(".json");
+        let record = Record::load(&state, &RunId::parse(id).unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(record.status.state().as_str(), "lost");
     }
 
     #[test]
