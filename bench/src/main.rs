@@ -12,6 +12,7 @@ mod foreground;
 mod line;
 mod procs;
 mod report;
+mod scale;
 mod serve;
 mod stats;
 

@@ -8,22 +8,36 @@
 //!
 //! # The state folder
 //!
-//! Outside the files folder (no sandbox can write it), mode 0700, and on a **local** file system:
-//! `flock(2)` over NFS may hang or not exclude at all.
+//! Outside the files folder (no sandbox can write it), on a **local** file system (`flock(2)`
+//! over NFS may hang or not exclude at all), owned by the user Link Run runs as and writable by
+//! no one else (made 0700). Every program refuses another folder, and a file in it that is not
+//! the user's regular file is damaged, never believed ([`trust`]).
 //!
 //! | name | what |
 //! |---|---|
-//! | `start.lock` | exclusive flock held by a `start` while it counts running runs, creates the new run's lock and writes its record |
+//! | `start.lock` | flock taken **shared** by each `start` while it takes a slot, creates the new run's lock and writes its record; **exclusive** by `stop`/`remove --state`, so no run starts meanwhile |
+//! | `slots/<k>` | the cap: a run's supervisor holds an exclusive flock on one slot `k < --background` for its whole life ([`slot`]) |
 //! | `<id>.json` | the run's record (below), replaced whole by rename, never edited in place |
-//! | `<id>.lock` | empty; exclusive flock held by the run's supervisor for its whole life |
-//! | `<id>.stop` | present (any content): the run is asked to stop |
-//! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty |
+//! | `<id>.lock` | exclusive flock held by the run's supervisor for its whole life; 4 KiB reserved in it (length 0) where the supervisor keeps the run's end when the record cannot be written ([`record::KeptEnd`]) |
+//! | `<id>.stop` | present (a regular file of the user's; any content): the run is asked to stop |
+//! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty; each reserves 64 KiB past its end so that a full disk can still be reported in it |
 //! | `sweep.log` | the log of the sweeps `serve` starts |
-//! | `<id>.damaged` | a record a sweep could not read, moved aside for a person; never read by the programs |
-//! | `.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes |
+//! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
+//! | `index/…` | the index: empty files whose names say which runs may run, when each started, when each is due, which are untold ([`index`]) |
+//! | `tmp/.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes. (Folders made before `tmp/` may hold `.tmp-<random>` at the top; a sweep of such a folder removes them too) |
 //!
-//! Other names are reported and left alone. `<id>` is a run id: 12 to 32 characters of `[a-z0-9]`
-//! (new ones: 20, random), checked before any path is built from it ([`id`]).
+//! Other names are reported (by a sweep that reads the whole folder) and left alone. `<id>` is
+//! a run id: 12 to 32 characters of `[a-z0-9]` (new ones: 20, random), checked before any path
+//! is built from it ([`id`]).
+//!
+//! ## What each operation costs
+//!
+//! A `start` takes `start.lock` (shared), one slot, and writes the run's lock, its index names
+//! and its record: a few files, whatever the folder keeps. A `list` page reads the newest
+//! minutes of `index/started/` (or `index/running/` for `state: running`) and the records it
+//! shows. A sweep reads `index/running/` (trying each lock), `index/untold/`, and the
+//! `index/due/` minutes up to now. Removing a run removes its files by name. Only a folder made
+//! before the index, swept once, and `remove --state` read the whole folder.
 //!
 //! # The output file
 //!
@@ -128,9 +142,10 @@
 //!
 //! # Stopping
 //!
-//! Creating `<id>.stop`, then opening `<id>.lock` for writing and closing it, asks the run to
-//! stop; its supervisor, which watches its lock for that close without polling ([`stop`]),
-//! stops the run (SIGTERM, then SIGKILL two seconds later) and records `stopped`.
+//! Creating `<id>.stop` (never through a link: [`layout::StateDir::request_stop`]), then
+//! opening `<id>.lock` for writing and closing it, asks the run to stop; its supervisor, which
+//! watches its lock for that close without polling ([`stop`]), stops the run (SIGTERM, then
+//! SIGKILL two seconds later) and records `stopped`.
 
 #![deny(missing_docs)]
 

@@ -49,10 +49,11 @@
 //!
 //! # `start.lock`
 //!
-//! [`StartLock`] is an exclusive flock on `<state>/start.lock` (created if missing, never removed
-//! while the state folder lives), held by `start` while it counts running runs (records whose lock
-//! is `Held`), creates the new run's lock and writes its record, so concurrent starts cannot
-//! exceed the limit together.
+//! [`StartLock`] is a flock on `<state>/start.lock` (created if missing, never removed while the
+//! state folder lives). A `start` holds it **shared** while it takes a slot (the cap, kept by
+//! [`crate::slot`]), creates the new run's lock and writes its record, so starts never wait for
+//! one another; `stop`/`remove --state` hold it **exclusively**, so that no run starts while
+//! they stop them all (and kill whatever holds it for longer than a start ever does).
 //!
 //! # Local file systems only
 //!

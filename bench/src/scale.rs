@@ -1,0 +1,287 @@
+//! Item 6 of `lnk-bench background`, issue 9's targets: a state folder that keeps 100,000
+//! ended runs while 1,000 run — `start`, a `list` page (and serve's RSS), a sweep with nothing
+//! due, `stop --state` of the 1,000; and a sweep that expires 8,000 runs with their output.
+//!
+//! The kept runs are written as the state folder's format says (`lnk_common`'s docs): a record,
+//! a lock file and the index's names each, ended a second ago, told, kept an hour.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::background::{Bins, Place, start_run, wait_ended, wait_gone};
+use crate::procs;
+use crate::report::{Report, Row};
+use crate::stats::Summary;
+
+/// The sizes of item 6.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Ended runs the state folder keeps.
+    #[arg(long, default_value_t = 100_000)]
+    pub kept: usize,
+    /// Runs running meanwhile (each a `sleep`).
+    #[arg(long, default_value_t = 1000)]
+    pub running: usize,
+    /// Runs past their keep that one sweep expires, with their output files.
+    #[arg(long, default_value_t = 8000)]
+    pub expire: usize,
+}
+
+const HOUR_MS: u64 = 3_600_000;
+const LIMIT: Duration = Duration::from_secs(60);
+/// Timed calls of each kind.
+const TIMED: usize = 20;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+fn minute(ms: u64) -> String {
+    format!("{:010}", ms / 60_000)
+}
+
+fn touch(path: &Path) -> Result<()> {
+    std::fs::write(path, b"").with_context(|| format!("writing {}", path.display()))
+}
+
+/// Makes `state` an indexed state folder (0700, `index/version`).
+fn make_state(state: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(state.join("index"))?;
+    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700))?;
+    std::fs::write(state.join("index/version"), b"1\n")?;
+    Ok(())
+}
+
+/// Writes `n` ended, told runs from `template`, ended `ended_ago_ms` ago and started 5 s
+/// before, with output files in `files` when asked; ids `<prefix><number>`.
+fn fabricate(
+    state: &Path,
+    files: Option<&Path>,
+    template: &Value,
+    n: usize,
+    prefix: &str,
+    ended_ago_ms: u64,
+) -> Result<()> {
+    let now = now_ms();
+    let mut record = template.clone();
+    record["launch"]["limits"]["keep_ms"] = json!(HOUR_MS);
+    record["launch"]["tell_to"] = Value::Null;
+    record["output"]["file"] = Value::Null;
+    let index = state.join("index");
+    for i in 0..n {
+        let id = format!("{prefix}{i:0width$}", width = 20 - prefix.len());
+        // Spread over the last hour, as a busy hour of starts would be.
+        let started = now - ended_ago_ms - 5000 - (i as u64 * HOUR_MS / n.max(1) as u64);
+        let ended = started + 5000;
+        record["id"] = json!(id);
+        record["started_at_ms"] = json!(started);
+        record["status"] = json!({"state": "exited", "ended_at_ms": ended, "exit": {"code": 0}});
+        record["telling"] = json!({"told": true, "attempts": 1, "last_attempt_at_ms": ended});
+        std::fs::write(
+            state.join(format!("{id}.json")),
+            serde_json::to_vec(&record)?,
+        )?;
+        touch(&state.join(format!("{id}.lock")))?;
+        let started_dir = index.join("started").join(minute(started));
+        std::fs::create_dir_all(&started_dir)?;
+        touch(&started_dir.join(format!("{started:013}-{id}")))?;
+        let due_dir = index.join("due").join(minute(ended + HOUR_MS));
+        std::fs::create_dir_all(&due_dir)?;
+        touch(&due_dir.join(&id))?;
+        if let Some(files) = files {
+            std::fs::write(
+                files.join("background").join(format!("{id}.out")),
+                b"output\n",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// One `lnk-link-supervise <args>`, which must succeed quietly; how long it took.
+fn supervise(bin: &Path, args: &[&std::ffi::OsStr]) -> Result<Duration> {
+    let begun = Instant::now();
+    let out = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("running lnk-link-supervise")?;
+    let took = begun.elapsed();
+    if !out.status.success() {
+        bail!(
+            "lnk-link-supervise {:?} exited with {}: {}",
+            args,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(took)
+}
+
+/// Item 6.
+pub fn run(
+    report: &mut Report,
+    bins: &Bins,
+    place: &Place,
+    template: &Value,
+    options: &Options,
+) -> Result<()> {
+    let state = place.root.path().join("scale");
+    make_state(&state)?;
+    let made = Instant::now();
+    fabricate(&state, None, template, options.kept, "kept", 1000)?;
+    let fabricated = made.elapsed();
+    let cap = u32::try_from(options.running + 50).unwrap_or(u32::MAX);
+    let mut serve = place.serve_capped(bins, "scale", &state, false, cap)?;
+    let sleeping = state.to_string_lossy().into_owned();
+    let mut ids = Vec::with_capacity(options.running);
+    for _ in 0..options.running {
+        let (id, _) = start_run(&mut serve, "sleep", &["600"])?;
+        ids.push(id);
+    }
+    // Every supervisor up (its run recorded with its group).
+    let deadline = Instant::now() + LIMIT;
+    for id in &ids {
+        loop {
+            let path = state.join(format!("{id}.json"));
+            let record: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+            if record["group"].is_object() {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("run {id} did not start within {LIMIT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    let mut starts = Vec::with_capacity(TIMED);
+    for _ in 0..TIMED {
+        let (id, took) = start_run(&mut serve, "true", &[])?;
+        wait_ended(&state, &id, LIMIT, Duration::from_millis(1))?;
+        starts.push(took);
+    }
+    let mut lists = Vec::with_capacity(TIMED);
+    for _ in 0..TIMED {
+        let (value, took) = serve.call_tool("list", &json!({"limit": 20}), None, LIMIT)?;
+        if value["runs"].as_array().map_or(0, Vec::len) != 20 {
+            bail!("`list` did not answer a page of 20: {value}");
+        }
+        lists.push(took);
+    }
+    let rss = procs::status_bytes(serve.pid(), "VmRSS")?;
+    let mut sweeps = Vec::with_capacity(5);
+    for _ in 0..5 {
+        sweeps.push(supervise(
+            &bins.supervise,
+            &["sweep".as_ref(), state.as_os_str()],
+        )?);
+    }
+    let stop = supervise(
+        &bins.supervise,
+        &["stop".as_ref(), "--state".as_ref(), state.as_os_str()],
+    )?;
+    // What is left of the runs: their supervisors (by the state folder on their command
+    // line) and their programs (by the programs folder on theirs).
+    let serve_pid = serve.pid();
+    let left: Vec<(u32, String)> =
+        wait_gone(&format!("supervise {}", ids[0]), Duration::from_secs(5))
+            .into_iter()
+            .chain(procs::running_with("lnk-link-supervise supervise"))
+            .filter(|(pid, cmdline)| *pid != serve_pid && cmdline.contains(&sleeping))
+            .collect();
+    let programs = place
+        .root
+        .path()
+        .join("programs")
+        .to_string_lossy()
+        .into_owned();
+    let sleeping_left = procs::running_with(&programs)
+        .into_iter()
+        .filter(|(pid, cmdline)| *pid != serve_pid && cmdline.contains("sleep 600"))
+        .count();
+    serve.shutdown()?;
+
+    // Expiring: runs ended two hours ago (past their keep of an hour), with output files.
+    let expiring = place.root.path().join("expiring");
+    make_state(&expiring)?;
+    fabricate(
+        &expiring,
+        Some(&place.files),
+        template,
+        options.expire,
+        "gone",
+        2 * HOUR_MS,
+    )?;
+    let expired = supervise(&bins.supervise, &["sweep".as_ref(), expiring.as_os_str()])?;
+    let records_left = std::fs::read_dir(&expiring)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .count();
+    let outputs_left = std::fs::read_dir(place.files.join("background"))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gone"))
+        .count();
+
+    report.section(&format!(
+        "6. scale: {} ended runs kept (written in {:.1} s), {} running (`sleep`)",
+        options.kept,
+        fabricated.as_secs_f64(),
+        options.running
+    ));
+    let s = Summary::of(&starts);
+    report.row(Row::times_target(
+        "`start` of `true`",
+        &s,
+        "< 5 ms",
+        s.median < Duration::from_millis(5),
+    ));
+    let l = Summary::of(&lists);
+    report.row(Row::times_target(
+        "`list` of a 20-run page",
+        &l,
+        "< 20 ms",
+        l.median < Duration::from_millis(20),
+    ));
+    report.row(Row::value(
+        "  serve's RSS after them",
+        format!("{:.1} MiB", rss as f64 / f64::from(1 << 20)),
+        String::new(),
+        Some(("< 16 MiB".into(), rss < 16 << 20)),
+    ));
+    let w = Summary::of(&sweeps);
+    report.row(Row::times_target(
+        "`sweep` with nothing due",
+        &w,
+        "< 100 ms",
+        w.median < Duration::from_millis(100),
+    ));
+    report.row(Row::value(
+        &format!("`stop --state` of the {} running", options.running),
+        format!("{:.2} s", stop.as_secs_f64()),
+        format!("left: {} supervisors, {sleeping_left} programs", left.len()),
+        Some((
+            "< 3 s, nothing left".into(),
+            stop < Duration::from_secs(3) && left.is_empty() && sleeping_left == 0,
+        )),
+    ));
+    report.row(Row::value(
+        &format!("one sweep expiring {} runs with output", options.expire),
+        format!("{:.2} s", expired.as_secs_f64()),
+        format!("left: {records_left} records, {outputs_left} outputs"),
+        Some((
+            "< 2 s".into(),
+            expired < Duration::from_secs(2) && records_left == 0 && outputs_left == 0,
+        )),
+    ));
+    Ok(())
+}
