@@ -18,6 +18,6 @@ mod sweeps;
 pub use list::list;
 pub use read::read;
 pub use schema::definitions;
-pub use start::start;
+pub use start::{META_HOPS, META_THREAD, start};
 pub use stop::stop;
 pub use sweeps::start_sweeps;

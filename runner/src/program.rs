@@ -1,6 +1,7 @@
 //! The allow-list: a program is a bare name from `--program`, found as an executable regular
 //! file in the folders of `--programs-path`, in order.
 
+use crate::protocol::cut_short;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -39,12 +40,12 @@ pub fn resolve(
     let listing = || allowed.join(", ");
     if !allowed.iter().any(|a| a == name) {
         return Err(ProgramRefusal::NotAllowed {
-            name: name.to_owned(),
+            name: cut_short(name),
             allowed: listing(),
         });
     }
     find_on_path(name, programs_path).ok_or_else(|| ProgramRefusal::NotFound {
-        name: name.to_owned(),
+        name: cut_short(name),
         allowed: listing(),
     })
 }

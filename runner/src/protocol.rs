@@ -146,6 +146,14 @@ pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
             "a request id is a string or a number",
         ));
     }
+    if id.as_ref().is_some_and(Value::is_f64) && integer_too_large(line) {
+        return Err(RpcError::new(
+            Value::Null,
+            INVALID_REQUEST,
+            "a request id that is a number must be an integer of at most 64 bits: a larger \
+             one cannot be answered with the same id; send it as a string",
+        ));
+    }
     let id_or_null = id.clone().unwrap_or(Value::Null);
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(RpcError::new(
@@ -184,6 +192,20 @@ pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
     Ok(match id {
         Some(id) => Incoming::Request { id, method, params },
         None => Incoming::Notification { method, params },
+    })
+}
+
+/// Whether the line's `id` is an integer too large for 64 bits, which the parser read as a
+/// float: answering with it would change its value.
+fn integer_too_large(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct RawId<'a> {
+        #[serde(borrow)]
+        id: &'a serde_json::value::RawValue,
+    }
+    serde_json::from_slice::<RawId<'_>>(line).is_ok_and(|raw| {
+        let text = raw.id.get();
+        !text.contains(['.', 'e', 'E'])
     })
 }
 
@@ -288,6 +310,18 @@ mod tests {
                 ..
             })
         ));
+        let huge = parse(br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"x"}"#);
+        assert!(matches!(
+            huge,
+            Err(RpcError {
+                code: INVALID_REQUEST,
+                ..
+            })
+        ));
+        let fraction = parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#);
+        assert!(matches!(fraction, Ok(Incoming::Request { ref id, .. }) if *id == json!(1.5)));
+        let big = parse(br#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#);
+        assert!(matches!(big, Ok(Incoming::Request { ref id, .. }) if id.is_u64()));
         let bad_params = parse(br#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#);
         assert!(
             matches!(bad_params, Err(RpcError { code: INVALID_PARAMS, ref id, .. }) if id == "a")

@@ -21,6 +21,12 @@ use crate::writer::Writer;
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for stdout to take what is queued.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
+/// The `_meta` keys a tool call uses: its progress token, and what `start` reads.
+const META_KEPT: [&str; 3] = [
+    "progressToken",
+    crate::background::META_THREAD,
+    crate::background::META_HOPS,
+];
 /// How long a client may cache the tool list and the discovery result.
 const CACHE_TTL_MS: u64 = 60_000;
 
@@ -238,8 +244,15 @@ fn tool_call(
         Some(Value::Object(arguments)) => arguments,
         Some(_) => return Err(invalid_params(id, "`arguments` must be an object")),
     };
+    // Only what a call uses of its `_meta` is kept for its life: a client may send megabytes
+    // there, and 128 calls would hold them all.
     let meta = match params.remove("_meta") {
-        Some(Value::Object(meta)) => Some(meta),
+        Some(Value::Object(mut meta)) => Some(
+            META_KEPT
+                .iter()
+                .filter_map(|key| meta.remove(*key).map(|value| ((*key).to_owned(), value)))
+                .collect(),
+        ),
         _ => None,
     };
     Ok(ToolCall {
@@ -268,3 +281,51 @@ fn discover() -> Value {
 const INSTRUCTIONS: &str = "Link Run runs programs for you in a sandbox. Call `command` with a \
      program from its list; its description gives the limits in force. With background runs, \
      `start` runs a program that outlives the call; `list`, `read` and `stop` follow it.";
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn config() -> Config {
+        Config {
+            files: PathBuf::from("/nonexistent/files"),
+            programs_path: "/usr/bin".into(),
+            timeout: Duration::from_secs(1),
+            output: 64,
+            programs: vec!["true".into()],
+            vars: Vec::new(),
+            background: None,
+            sandbox: vec!["/usr/bin/bwrap".into()],
+        }
+    }
+
+    #[test]
+    fn a_call_keeps_only_the_meta_it_uses() {
+        let params = json!({
+            "name": "command",
+            "arguments": {"program": "true"},
+            "_meta": {
+                "progressToken": "p1",
+                "link.local/thread": "th",
+                "link.local/hops": 1,
+                "junk": vec![0; 10_000],
+            },
+        });
+        let Value::Object(params) = params else {
+            panic!("an object")
+        };
+        let call = tool_call(&json!(1), params, Era::Modern, &config())
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        let meta = call.meta.unwrap_or_default();
+        let mut keys: Vec<&str> = meta.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["link.local/hops", "link.local/thread", "progressToken"]
+        );
+        assert_eq!(call.tool, Tool::Command);
+    }
+}

@@ -5,6 +5,7 @@
 //! following any link, and the call starts in that handle (`fchdir`), never in a path
 //! resolved again — so a link swapped in meanwhile cannot move it outside.
 
+use crate::protocol::cut_short;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
@@ -67,7 +68,7 @@ pub fn open(files: &Path, dir: &str) -> Result<WorkDir, DirRefusal> {
     let handle = FilesDir::open(files)
         .and_then(|files| files.open_dir_beneath(relative))
         .map_err(|cause| DirRefusal::Unopenable {
-            dir: dir.to_owned(),
+            dir: cut_short(dir),
             cause: with_causes(&cause),
         })?;
     // Entering it needs search permission; without it the call could not start there.
@@ -78,7 +79,7 @@ pub fn open(files: &Path, dir: &str) -> Result<WorkDir, DirRefusal> {
         rustix::fs::AtFlags::empty(),
     ) {
         return Err(DirRefusal::Forbidden {
-            dir: dir.to_owned(),
+            dir: cut_short(dir),
             cause: e.into(),
         });
     }
@@ -101,23 +102,23 @@ fn with_causes(error: &dyn std::error::Error) -> String {
 pub fn resolve(files: &Path, dir: &str) -> Result<PathBuf, DirRefusal> {
     let relative = Path::new(dir);
     if relative.is_absolute() {
-        return Err(DirRefusal::Absolute(dir.to_owned()));
+        return Err(DirRefusal::Absolute(cut_short(dir)));
     }
     if relative.components().any(|c| c == Component::ParentDir) {
-        return Err(DirRefusal::Parent(dir.to_owned()));
+        return Err(DirRefusal::Parent(cut_short(dir)));
     }
     let canonical = files
         .join(relative)
         .canonicalize()
         .map_err(|cause| DirRefusal::Missing {
-            dir: dir.to_owned(),
+            dir: cut_short(dir),
             cause,
         })?;
     if !canonical.starts_with(files) {
-        return Err(DirRefusal::Outside(dir.to_owned()));
+        return Err(DirRefusal::Outside(cut_short(dir)));
     }
     if !canonical.is_dir() {
-        return Err(DirRefusal::NotAFolder(dir.to_owned()));
+        return Err(DirRefusal::NotAFolder(cut_short(dir)));
     }
     Ok(canonical)
 }

@@ -12,6 +12,7 @@ both_sandboxes!(
     pages_run_newest_first_and_follow_on,
     the_state_filter_keeps_its_runs,
     bad_list_arguments_are_refused,
+    a_long_dir_is_shortened_in_a_page,
 );
 
 /// One page: its runs' ids, its `next`, and its text.
@@ -126,4 +127,30 @@ fn bad_list_arguments_are_refused(sandbox: Sandbox) {
     // The server keeps serving.
     let (ids, next, _) = page(&mut serve, json!({"limit": 200}));
     assert!(ids.is_empty() && next.is_none());
+}
+
+/// A page stays small whatever the agent passed: a `dir` thousands of characters long is
+/// shown shortened, as the arguments are.
+fn a_long_dir_is_shortened_in_a_page(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let dir = "./".repeat(2000);
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "true", "x".repeat(5000)], "dir": dir}),
+    );
+    wait_ended(&mut serve, &id, Duration::from_secs(10));
+    let result = tool(&mut serve, "list", json!({}), None);
+    let run = &structured(&result)["runs"][0];
+    assert_eq!(run["id"], id.as_str(), "{result}");
+    let shown = run["dir"].as_str().unwrap_or_default();
+    assert!(
+        shown.chars().count() <= 257 && shown.ends_with('…'),
+        "{shown}"
+    );
+    assert!(
+        result.to_string().len() < 4096,
+        "{} bytes",
+        result.to_string().len()
+    );
 }

@@ -8,9 +8,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Era, Serve, Setup, error_code, modern_meta, ok, structured, text};
+use crate::serve::{
+    ANSWER, Era, Serve, Setup, error_code, is_error, modern_meta, ok, structured, text,
+};
 
 both_sandboxes!(
+    refusals_quote_what_was_sent_only_cut_short,
+    ids_come_back_unchanged_or_are_refused,
     handshake_negotiates_each_version,
     modern_requests_are_served_statelessly,
     modern_version_and_envelope_errors,
@@ -206,6 +210,65 @@ fn wait_null_error(serve: &mut Serve, n: usize) -> Value {
         );
         let _more = serve.wait_for(Duration::from_millis(100), |_| false);
     }
+}
+
+/// What a client sent is quoted back only cut short: a 3 MiB method, tool, program, argument
+/// name or `dir` comes back as a short message, never 3 MiB long.
+fn refusals_quote_what_was_sent_only_cut_short(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let long = "x".repeat(3 * 1024 * 1024);
+    let response = serve.request(&long, json!({}));
+    assert_eq!(error_code(&response), -32601);
+    assert!(
+        response.to_string().len() < 1024,
+        "{} bytes",
+        response.to_string().len()
+    );
+    let response = serve.request("tools/call", json!({"name": long, "arguments": {}}));
+    assert_eq!(error_code(&response), -32602);
+    assert!(response.to_string().len() < 1024);
+    for arguments in [
+        json!({"program": long}),
+        json!({"program": "echo", long.clone(): 1}),
+        json!({"program": "echo", "dir": format!("/{long}")}),
+        json!({"program": "echo", "dir": long}),
+    ] {
+        let result = serve.call(arguments);
+        assert!(is_error(&result), "refused");
+        let why = text(&result);
+        assert!(
+            why.len() < 1024,
+            "a refusal of {} bytes: {:.200}",
+            why.len(),
+            why
+        );
+    }
+}
+
+/// An integer id too large for 64 bits would come back changed (read as a float): it is
+/// refused, and ids up to 2^64 - 1 come back as they were sent.
+fn ids_come_back_unchanged_or_are_refused(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    serve.send_line(br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#);
+    let error = wait_null_error(&mut serve, 1);
+    assert_eq!(error_code(&error), -32600, "{error}");
+    assert!(text_of_error(&error).contains("string"), "{error}");
+    serve.send_line(br#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#);
+    let pong = serve
+        .wait_for(ANSWER, |m| {
+            m.get("result").is_some() && m["id"] == json!(18446744073709551615u64)
+        })
+        .unwrap_or_else(|| panic!("the ping is answered"));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+}
+
+fn text_of_error(error: &Value) -> String {
+    error["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn unknown_method_and_unknown_tool(sandbox: Sandbox) {

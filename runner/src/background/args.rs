@@ -8,7 +8,8 @@ use crate::answer::ToolAnswer as Answer;
 pub fn only(arguments: &Map<String, Value>, tool: &str, allowed: &[&str]) -> Result<(), Answer> {
     match arguments.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(unknown) => Err(Answer::refusal(format!(
-            "unknown argument `{unknown}`; `{tool}` takes {}",
+            "unknown argument `{}`; `{tool}` takes {}",
+            crate::protocol::cut_short(unknown),
             if allowed.is_empty() {
                 "no arguments".to_owned()
             } else {

@@ -2,7 +2,8 @@
 //!
 //! A page holds at most `limit` runs (20 unless asked, 200 at most), so the answer stays small
 //! however many runs the state folder keeps; `next`, when more runs match, is the `before` of
-//! the next page. A run's arguments are shortened to [`ARGS_SHOWN`] characters in all.
+//! the next page. A run's arguments are shortened to [`ARGS_SHOWN`] characters in all, and so
+//! is its `dir`.
 
 use lnk_common::Causes;
 use lnk_common::id::RunId;
@@ -281,6 +282,7 @@ fn line(run: &RunSummary) -> String {
 pub fn live_summary(record: &Record) -> RunSummary {
     let mut summary = record.summary();
     summary.args = shortened(summary.args);
+    summary.dir = cut(&summary.dir, ARGS_SHOWN);
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
@@ -301,6 +303,15 @@ fn live_length(record: &Record) -> Option<u64> {
         return None;
     }
     file.metadata().ok().map(|m| m.len())
+}
+
+/// `text` cut to `chars` characters, ending with `…` when it was cut.
+fn cut(text: &str, chars: usize) -> String {
+    let mut shown: String = text.chars().take(chars).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    shown
 }
 
 /// The arguments, cut to [`ARGS_SHOWN`] characters in all: what an agent passed may be long,
@@ -406,6 +417,8 @@ mod tests {
         assert_eq!(cut.len(), 2);
         assert_eq!(cut[0].chars().count(), ARGS_SHOWN + 1);
         assert_eq!(cut[1], "… (1 more)");
+        assert_eq!(super::cut("src", 256), "src");
+        assert_eq!(super::cut(&"./".repeat(2000), 256).chars().count(), 257);
         let many: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
         let cut = shortened(many);
         assert!(cut.iter().map(|a| a.chars().count()).sum::<usize>() < ARGS_SHOWN + 20);

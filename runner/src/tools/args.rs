@@ -21,7 +21,8 @@ pub fn command_args(arguments: &Map<String, Value>) -> Result<CommandArgs, Strin
     const FIELDS: [&str; 4] = ["program", "args", "dir", "input"];
     if let Some(unknown) = arguments.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(format!(
-            "unknown argument `{unknown}`; `command` takes program, args, dir and input"
+            "unknown argument `{}`; `command` takes program, args, dir and input",
+            crate::protocol::cut_short(unknown)
         ));
     }
     let program = match arguments.get("program") {

@@ -18,6 +18,8 @@ pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Opt
         Ok(spec) => spec,
         Err(message) => return Some(ToolAnswer::refusal(message)),
     };
+    // What the call needs is in `spec` now; the request's copy is not kept for its life.
+    arguments.clear();
     let timeout = spec.timeout;
     let ended = call::run(spec, ctx.control, ctx.progress.take());
     match ended {
