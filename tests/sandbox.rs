@@ -33,9 +33,15 @@ mod check;
 /// Nothing of serve's environment reaches a call's or a run's sandbox.
 #[path = "sandbox/environment.rs"]
 mod environment;
+/// Hostile payloads under the README's recommended line, as root and as nobody.
+#[path = "sandbox/hostile.rs"]
+mod hostile;
 /// The sandbox program is found once, never in the agent's folder.
 #[path = "sandbox/lookup.rs"]
 mod lookup;
+/// Every host entry of the README uses the recommended line as written.
+#[path = "sandbox/readme_lines.rs"]
+mod readme_lines;
 /// The test folder of an agent: files, state, keyring and a way in, for root or `nobody`.
 #[path = "sandbox/world.rs"]
 mod world;

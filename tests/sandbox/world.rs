@@ -35,16 +35,16 @@ pub fn users() -> Vec<Option<u32>> {
     }
 }
 
-/// The test's folder and its agent's things.
+/// The test's folder and its agent's things. (The bridge is dropped first, while its socket
+/// is still there to wake it.)
 pub struct World {
+    _bridge: Option<Bridge>,
     /// The folder, `files/` and `state/`.
     pub bg: Bg,
     /// The keyring folder, holding `agent-1.key` and `.pub`.
     pub keyring: PathBuf,
-    /// The way in: a Unix socket a stand-in bridge listens on (it never accepts; connecting is
-    /// all that is tried).
+    /// The way in: a Unix socket a stand-in bridge listens on, answering every tell.
     pub way_in: PathBuf,
-    _bridge: Option<UnixListener>,
     /// The user serve runs as (`None`: this process's).
     pub user: Option<u32>,
 }
@@ -59,7 +59,7 @@ impl World {
         let bridge_dir = root.join("bridge");
         std::fs::create_dir(&bridge_dir).unwrap();
         let way_in = bridge_dir.join("way-in.sock");
-        let bridge = (!fresh).then(|| UnixListener::bind(&way_in).unwrap());
+        let bridge = (!fresh).then(|| Bridge::listen(&way_in));
         if !fresh {
             std::fs::create_dir_all(&keyring).unwrap();
             std::fs::set_permissions(&keyring, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -166,6 +166,55 @@ pub fn chown_all(path: &Path, uid: u32) {
     if path.is_dir() && !path.is_symlink() {
         for entry in std::fs::read_dir(path).unwrap() {
             chown_all(&entry.unwrap().path(), uid);
+        }
+    }
+}
+
+/// A stand-in bridge: answers every line on its socket with a `result`, until dropped.
+pub struct Bridge {
+    path: PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bridge {
+    fn listen(path: &Path) -> Bridge {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::Ordering;
+        let listener = UnixListener::bind(path).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut stream) = stream else { continue };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut line = String::new();
+                if let Ok(reader) = stream.try_clone() {
+                    let _ = BufReader::new(reader).read_line(&mut line);
+                }
+                let _ = stream.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+            }
+        });
+        Bridge {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the accept up so that the thread sees the flag; if the socket is gone, the
+        // thread is left to end with the test process.
+        if std::os::unix::net::UnixStream::connect(&self.path).is_ok()
+            && let Some(thread) = self.thread.take()
+        {
+            let _ = thread.join();
         }
     }
 }
