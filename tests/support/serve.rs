@@ -354,7 +354,21 @@ impl Serve {
         cwd: Option<&Path>,
         user: Option<u32>,
     ) -> Serve {
-        let mut command = Command::new(link_run());
+        Self::spawn_program(&link_run(), argv, era, envs, cwd, user)
+    }
+
+    /// Starts `program` (a `lnk-link-run`, under whatever path a host would use) with `argv`,
+    /// `envs` added to its environment, in `cwd` and as `user` when given, without any message
+    /// sent.
+    pub fn spawn_program(
+        program: &Path,
+        argv: &[OsString],
+        era: Era,
+        envs: &[(&str, &std::ffi::OsStr)],
+        cwd: Option<&Path>,
+        user: Option<u32>,
+    ) -> Serve {
+        let mut command = Command::new(program);
         if let Some(cwd) = cwd {
             command.current_dir(cwd);
         }
@@ -371,7 +385,7 @@ impl Serve {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|err| panic!("cannot start lnk-link-run: {err}"));
+            .unwrap_or_else(|err| panic!("cannot start {program:?}: {err}"));
         let (tx, rx) = channel();
         let bad_lines = Arc::new(Mutex::new(Vec::new()));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));

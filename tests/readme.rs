@@ -1,0 +1,407 @@
+//! The README's host entries, tested as written. Every `json` and `toml` block of README.md
+//! must parse; every MCP server entry in them (`mcpServers.<name>` in JSON, `mcp_servers.<name>`
+//! in TOML) is started exactly as written, with `/home/me` replaced by a fresh home that holds
+//! only what the README assumes (the agent's folder `work`, the binaries in `.cargo/bin`), and
+//! answers a short session: `initialize`, `tools/list`, and one `command` call of `ls`. The
+//! one-line `mcp add` commands and the Inspector's line (the `sh` blocks after a
+//! `<!-- host-entry: … -->` line) must pass the same arguments as the entries beside them;
+//! `scripts/hosts/run.sh` runs them with the hosts themselves.
+//!
+//! The entries run under bubblewrap: without it the serve half prints "skipped" and passes,
+//! unless `LNK_REQUIRE_SANDBOX=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/procs.rs"]
+#[allow(dead_code)]
+mod procs;
+#[path = "support/readme.rs"]
+#[allow(dead_code)]
+mod readme;
+#[path = "support/sandbox.rs"]
+#[allow(unused)]
+mod sandbox;
+#[path = "support/serve.rs"]
+#[allow(dead_code)]
+mod serve;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::sandbox::Sandbox;
+use crate::serve::{Era, Serve};
+
+/// The home every README entry is written for.
+const PLACEHOLDER_HOME: &str = "/home/me";
+/// A file the entry's `ls` must show: proof that the call ran in the agent's folder.
+const PROBE_FILE: &str = "readme-probe.txt";
+
+/// A fenced block of README.md: its language, its first line's number, its text, and the name
+/// of the `<!-- host-entry: NAME -->` line right above it, if any.
+struct Block {
+    lang: String,
+    line: usize,
+    text: String,
+    entry: Option<String>,
+}
+
+fn blocks(readme: &str) -> Vec<Block> {
+    let mut found = Vec::new();
+    let mut open: Option<Block> = None;
+    let mut previous = "";
+    for (index, line) in readme.lines().enumerate() {
+        match open.take() {
+            Some(block) if line.trim_start() == "```" => found.push(block),
+            Some(mut block) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+                open = Some(block);
+            }
+            None => {
+                if let Some(lang) = line.trim_start().strip_prefix("```") {
+                    let entry = previous
+                        .strip_prefix("<!-- host-entry: ")
+                        .and_then(|rest| rest.strip_suffix(" -->"))
+                        .map(str::to_owned);
+                    open = Some(Block {
+                        lang: lang.trim().to_owned(),
+                        line: index + 2,
+                        text: String::new(),
+                        entry,
+                    });
+                }
+            }
+        }
+        previous = line;
+    }
+    assert!(open.is_none(), "README.md ends inside a fenced block");
+    found
+}
+
+/// A server entry of a host's config: where it is, and what a host would start.
+struct Entry {
+    place: String,
+    command: String,
+    args: Vec<String>,
+}
+
+/// The server entries of a parsed block (as JSON; TOML converted).
+fn server_entries(block: &Block, value: &Value) -> Vec<Entry> {
+    let servers = value
+        .get("mcpServers")
+        .or_else(|| value.get("mcp_servers"))
+        .and_then(Value::as_object);
+    let mut entries = Vec::new();
+    for (name, server) in servers.into_iter().flatten() {
+        let place = format!("README.md:{} ({name})", block.line);
+        let command = server["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{place}: the entry has no `command` string"))
+            .to_owned();
+        let args = server["args"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{place}: the entry has no `args` array"))
+            .iter()
+            .map(|arg| {
+                arg.as_str()
+                    .unwrap_or_else(|| panic!("{place}: an argument is not a string: {arg}"))
+                    .to_owned()
+            })
+            .collect();
+        entries.push(Entry {
+            place,
+            command,
+            args,
+        });
+    }
+    entries
+}
+
+/// A block's text parsed as its language says.
+fn parse(block: &Block, text: &str) -> Value {
+    match block.lang.as_str() {
+        "json" => serde_json::from_str(text).unwrap_or_else(|err| {
+            panic!(
+                "README.md:{}: the JSON block does not parse: {err}",
+                block.line
+            )
+        }),
+        "toml" => {
+            let table: toml::Table = toml::from_str(text).unwrap_or_else(|err| {
+                panic!(
+                    "README.md:{}: the TOML block does not parse: {err}",
+                    block.line
+                )
+            });
+            serde_json::to_value(table).expect("TOML values convert to JSON")
+        }
+        other => panic!("not a config language: {other}"),
+    }
+}
+
+fn config_blocks(readme: &str) -> Vec<Block> {
+    blocks(readme)
+        .into_iter()
+        .filter(|b| b.lang == "json" || b.lang == "toml")
+        .collect()
+}
+
+#[test]
+fn every_json_and_toml_block_parses() {
+    let readme = readme::README;
+    let configs = config_blocks(readme);
+    assert!(!configs.is_empty(), "README.md has no JSON or TOML block");
+    for block in &configs {
+        parse(block, &block.text);
+    }
+}
+
+#[test]
+fn every_host_entry_names_the_binaries_and_paths_the_readme_assumes() {
+    let readme = readme::README;
+    let mut seen = 0;
+    for block in config_blocks(readme) {
+        for entry in server_entries(&block, &parse(&block, &block.text)) {
+            seen += 1;
+            assert_eq!(
+                entry.command, "/home/me/.cargo/bin/lnk-link-run",
+                "{}: hosts start the binary where the Install section puts it",
+                entry.place
+            );
+            assert_eq!(
+                entry.args.first().map(String::as_str),
+                Some("serve"),
+                "{}",
+                entry.place
+            );
+            for arg in &entry.args {
+                assert!(
+                    !arg.starts_with('~') && !arg.contains("$HOME"),
+                    "{}: hosts expand neither `~` nor `$HOME`: {arg}",
+                    entry.place
+                );
+            }
+        }
+    }
+    // Claude Code, Codex, Gemini CLI and Claude Desktop each have one.
+    assert!(
+        seen >= 4,
+        "README.md has {seen} server entries, fewer than its hosts"
+    );
+}
+
+#[test]
+fn every_host_entry_ends_with_the_recommended_sandbox_line() {
+    let line = readme::recommended_elements();
+    let readme = readme::README;
+    for block in config_blocks(readme) {
+        for entry in server_entries(&block, &parse(&block, &block.text)) {
+            let at = entry
+                .args
+                .iter()
+                .position(|a| a == "--")
+                .unwrap_or_else(|| panic!("{}: no `--` before a sandbox", entry.place));
+            assert_eq!(
+                entry.args[at..],
+                line[..],
+                "{}: the sandbox is not the recommended line as it is",
+                entry.place
+            );
+        }
+    }
+}
+
+/// The words of a README `sh` block, lines joined at a trailing `\`.
+fn shell_words(block: &Block) -> Vec<String> {
+    let joined = block.text.replace("\\\n", " ");
+    shlex::split(&joined)
+        .unwrap_or_else(|| panic!("README.md:{}: the command line does not split", block.line))
+}
+
+/// The arguments a one-line command passes to `lnk-link-run`: the words after its path.
+fn args_after_binary(block: &Block) -> Vec<String> {
+    let words = shell_words(block);
+    let at = words
+        .iter()
+        .position(|w| w == "/home/me/.cargo/bin/lnk-link-run")
+        .unwrap_or_else(|| {
+            panic!(
+                "README.md:{}: the command line does not start lnk-link-run",
+                block.line
+            )
+        });
+    let mut args = words[at + 1..].to_vec();
+    // `gemini mcp add … <binary> -- serve …`: the `--` is gemini's, not serve's.
+    if args.first().is_some_and(|a| a == "--") {
+        args.remove(0);
+    }
+    args
+}
+
+#[test]
+fn the_one_line_commands_pass_what_the_entries_hold() {
+    let readme = readme::README;
+    let all = blocks(readme);
+    let entry_args = |name: &str| -> Vec<String> {
+        let block = all
+            .iter()
+            .find(|b| b.entry.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("README.md has no block after <!-- host-entry: {name} -->"));
+        let entries = server_entries(block, &parse(block, &block.text));
+        assert_eq!(
+            entries.len(),
+            1,
+            "README.md:{}: one server entry",
+            block.line
+        );
+        entries
+            .into_iter()
+            .next()
+            .map(|e| e.args)
+            .unwrap_or_default()
+    };
+    let pairs = [
+        ("claude-code-add", "claude-code"),
+        ("codex-add", "codex"),
+        ("gemini-cli-add", "gemini-cli"),
+        ("inspector-cli", "claude-desktop"),
+    ];
+    for (line_name, entry_name) in pairs {
+        let block = all
+            .iter()
+            .find(|b| b.entry.as_deref() == Some(line_name))
+            .unwrap_or_else(|| {
+                panic!("README.md has no block after <!-- host-entry: {line_name} -->")
+            });
+        assert_eq!(
+            args_after_binary(block),
+            entry_args(entry_name),
+            "README.md:{}: the `{line_name}` line and the `{entry_name}` entry start different servers",
+            block.line
+        );
+    }
+}
+
+/// A home as the README assumes one on a fresh machine: the agent's folder and the binaries in
+/// `.cargo/bin`, nothing else (no keyring, no state folder yet).
+struct Home {
+    _root: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn fresh_home() -> Home {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(base).expect("the target's tmp folder");
+    let root = tempfile::Builder::new()
+        .prefix("readme-")
+        .tempdir_in(base)
+        .expect("a temporary folder");
+    let path = root.path().join("home");
+    std::fs::create_dir_all(path.join("work")).expect("the agent's folder");
+    std::fs::write(path.join("work").join(PROBE_FILE), "hello\n").expect("the probe file");
+    let bin = path.join(".cargo/bin");
+    std::fs::create_dir_all(&bin).expect("~/.cargo/bin");
+    let runner = serve::link_run();
+    let supervisor = runner.with_file_name("lnk-link-supervise");
+    assert!(supervisor.is_file(), "{} is missing", supervisor.display());
+    std::os::unix::fs::symlink(&runner, bin.join("lnk-link-run")).expect("linking lnk-link-run");
+    std::os::unix::fs::symlink(&supervisor, bin.join("lnk-link-supervise"))
+        .expect("linking lnk-link-supervise");
+    Home { _root: root, path }
+}
+
+/// Starts the entry as a host would and speaks to it briefly.
+fn run_entry(entry: &Entry) {
+    let argv: Vec<OsString> = entry.args.iter().map(OsString::from).collect();
+    let mut serve = Serve::spawn_program(
+        Path::new(&entry.command),
+        &argv,
+        Era::Legacy("2025-11-25"),
+        &[],
+        None,
+        None,
+    );
+    let init = serve.initialize("2025-11-25");
+    assert_eq!(
+        init["protocolVersion"], "2025-11-25",
+        "{}: {init}",
+        entry.place
+    );
+
+    let tools = serve.result("tools/list", json!({}));
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: tools/list without tools: {tools}", entry.place))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    let mut wanted = vec!["command"];
+    if entry.args.iter().any(|a| a == "--state") {
+        wanted.extend(["start", "list", "read", "stop"]);
+    }
+    for name in wanted {
+        assert!(
+            names.contains(&name),
+            "{}: no `{name}` tool in {names:?}",
+            entry.place
+        );
+    }
+
+    let result = serve.call(json!({"program": "ls", "args": ["-a"]}));
+    let text = serve::text(&result);
+    assert!(
+        !serve::is_error(&result),
+        "{}: `ls` was refused: {text}",
+        entry.place
+    );
+    assert_eq!(
+        serve::structured(&result)["exit_code"],
+        0,
+        "{}: {text}",
+        entry.place
+    );
+    assert!(
+        text.contains(PROBE_FILE),
+        "{}: `ls` did not list the agent's folder: {text}",
+        entry.place
+    );
+
+    serve.close_stdin();
+    let status = serve.wait_exit(serve::ANSWER);
+    assert!(
+        status.success(),
+        "{}: serve ended with {status}; stderr:\n{}",
+        entry.place,
+        serve.stderr()
+    );
+    // The sweep serve starts with --state must end too: nothing of the test stays running.
+    if let Some(at) = entry.args.iter().position(|a| a == "--state") {
+        procs::wait_gone(&entry.args[at + 1], Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn every_host_entry_starts_serve_as_written() {
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    let readme = readme::README;
+    let mut started = 0;
+    for block in config_blocks(readme) {
+        if server_entries(&block, &parse(&block, &block.text)).is_empty() {
+            continue;
+        }
+        // Each block gets a home of its own, fresh: no keyring and no state folder yet.
+        let home = fresh_home();
+        let text = block
+            .text
+            .replace(PLACEHOLDER_HOME, &sandbox::path_str(&home.path));
+        for entry in server_entries(&block, &parse(&block, &text)) {
+            run_entry(&entry);
+            started += 1;
+        }
+    }
+    assert!(started >= 4, "only {started} server entries were started");
+}
