@@ -1,0 +1,427 @@
+"""Real MCP hosts against a real `lnk-link-run serve`, with the README's host entries as written.
+
+For Claude Code, Codex CLI and Gemini CLI this takes the host's entry from README.md (the
+fenced block right after `<!-- host-entry: NAME -->`), puts a private HOME in place of
+`/home/me`, writes it where the host reads it, and runs the host headless for one turn against
+the stand-in model API (`standin.py`) on 127.0.0.1. The stand-in asks for `command`, `start`,
+`list` and `read`; the host passes when the tool results it handed back to the stand-in hold
+what the programs printed: both markers and the exit code of `command`, and the run's output
+in `read`. It also runs the README's one-line `mcp add` command of each host, in a HOME of its
+own, and checks that the host wrote the same server as the README's entry. For the MCP
+Inspector CLI it runs the README's line as written and checks the answer of its `ls`.
+
+Everything a host saw and sent is kept under `--evidence`: `<host>/requests.jsonl` (the
+stand-in's log), `<host>/seen.json` (the tool calls and results as the model got them), the
+host's own stdout and stderr. run.sh starts this inside a network namespace of its own, where
+only the loopback interface exists, so no host can reach anything but the stand-in.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import standin  # noqa: E402
+
+PLACEHOLDER_HOME = "/home/me"
+PROMPT = "Run the Link Run calls, one after the other."
+HOST_DEADLINE = 180  # seconds a host may take for its one turn, start-up included
+INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
+
+
+def readme_blocks(readme):
+    """The fenced blocks of README.md right after a `<!-- host-entry: NAME -->` line, by NAME."""
+    text = Path(readme).read_text(encoding="utf-8")
+    pattern = re.compile(r"^<!-- host-entry: ([a-z0-9._-]+) -->\n```[a-z]*\n(.*?)\n```$", re.S | re.M)
+    return {match.group(1): match.group(2) for match in pattern.finditer(text)}
+
+
+def shell_words(block):
+    """A README `sh` block as the words the shell would pass (lines joined at `\\`)."""
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def with_shell(args):
+    """The README's serve arguments plus `--program sh`: the stand-in's programs are shell lines
+    (the markers are computed by the shell, so they never appear in a call's arguments)."""
+    end = args.index("--")
+    return args[:end] + ["--program", "sh"] + args[end:]
+
+
+def processes_mentioning(marker):
+    """Pids of processes whose command line mentions `marker` (a path unique to one check)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(pid))
+    return found
+
+
+class Check:
+    """One host's checks, in a folder of its own: `home/` is the private HOME (`/home/me`)."""
+
+    name = ""
+
+    def __init__(self, opts, blocks, log):
+        self.opts = opts
+        self.blocks = blocks
+        self.log = log
+        self.root = (opts.evidence / self.name).resolve()
+        self.root.mkdir()
+        self.problems = []
+
+    def block(self, name, home):
+        """A README block with `home` in place of `/home/me`."""
+        if name not in self.blocks:
+            raise SystemExit(f"README.md has no block right after <!-- host-entry: {name} -->")
+        return self.blocks[name].replace(PLACEHOLDER_HOME, str(home))
+
+    def make_home(self, folder):
+        """A HOME as the README assumes it: the agent's folder, the binaries in ~/.cargo/bin."""
+        home = self.root / folder
+        (home / "work").mkdir(parents=True)
+        (home / ".cargo" / "bin").mkdir(parents=True)
+        for binary in ("lnk-link-run", "lnk-link-supervise"):
+            os.symlink((self.opts.bin / binary).resolve(), home / ".cargo" / "bin" / binary)
+        return home
+
+    def env(self, home):
+        return {
+            "PATH": f"{self.opts.cache / 'node_modules' / '.bin'}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "USER": os.environ.get("USER", "root"),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+        }
+
+    def run(self, argv, home, label, env=None, deadline=HOST_DEADLINE):
+        """Runs a host's command in `home/work`; returns (exit code or None, seconds taken)."""
+        started = time.monotonic()
+        out_path, err_path = self.root / f"{label}.stdout", self.root / f"{label}.stderr"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            child = subprocess.Popen(
+                argv,
+                cwd=home / "work",
+                env=env or self.env(home),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+            try:
+                code = child.wait(timeout=deadline)
+            except subprocess.TimeoutExpired:
+                code = None
+                self.problems.append(f"{label}: no end within {deadline} s; its process group was killed")
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        self.reap(home)
+        return code, time.monotonic() - started
+
+    def reap(self, home):
+        """What a command started (serve, sandboxes, supervisors) must end with it."""
+        deadline = time.monotonic() + 10
+        while processes_mentioning(str(home)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = processes_mentioning(str(home))
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if left:
+            self.problems.append(f"processes under {home} still ran 10 s after their host ended: {left}")
+
+    def host_argv(self, words):
+        """A README command line with the cached host binary in place of the one on PATH."""
+        binary = self.opts.cache / "node_modules" / ".bin" / words[0]
+        return [str(binary)] + words[1:]
+
+    def output(self, label):
+        return (self.root / f"{label}.stdout").read_text(errors="replace") + (
+            self.root / f"{label}.stderr"
+        ).read_text(errors="replace")
+
+
+class HostCheck(Check):
+    """A host driven headless against the stand-in, and its one-line `mcp add`."""
+
+    def check(self):
+        self.check_add()
+        self.check_turn()
+
+    def check_add(self):
+        """Runs the README's `mcp add` line; the server it writes must be the README's entry."""
+        home = self.make_home("add-home")
+        words = shell_words(self.block(f"{self.name}-add", home))
+        code, _took = self.run(self.host_argv(words), home, "add")
+        if code != 0:
+            self.problems.append(f"the README's `mcp add` line failed ({code}): {self.output('add')[-600:]}")
+            return
+        try:
+            written = self.added_entry(home)
+        except (OSError, ValueError, KeyError) as err:
+            self.problems.append(f"the README's `mcp add` line wrote no readable entry: {err!r}")
+            return
+        wanted = self.readme_entry(home)
+        for key in ("command", "args") + self.add_also:
+            if written.get(key) != wanted.get(key):
+                self.problems.append(
+                    f"`mcp add` wrote {key} = {json.dumps(written.get(key))}, the README's entry has "
+                    f"{json.dumps(wanted.get(key))}"
+                )
+
+    add_also = ()
+
+    def check_turn(self):
+        home = self.make_home("home")
+        requests = self.root / "requests.jsonl"
+        server = standin.StandIn(str(requests)).serve()
+        try:
+            self.configure(home, server.url)
+            code, took = self.run(self.command(), home, "turn", env=self.turn_env(home, server.url))
+        finally:
+            server.close()
+        calls = standin.calls_seen(str(requests))
+        (self.root / "seen.json").write_text(json.dumps(calls, indent=2, ensure_ascii=False))
+        self.calls = calls
+        self.took = took
+        if code != 0:
+            self.problems.append(f"the host's turn exited with {code!r}")
+        self.problems.extend(judge(calls))
+
+    def turn_env(self, home, url):
+        return self.env(home)
+
+    def report(self):
+        if not self.problems:
+            return f"ok   {self.name} ({self.took:.1f} s): {len(self.calls)} tool calls; markers, exit code and run bytes seen"
+        lines = [f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems]
+        for call in getattr(self, "calls", []):
+            lines.append(f"  {call['name']} {json.dumps(call.get('args'))}")
+            lines.append("    -> " + (call.get("result") or "(no result)")[:1500].replace("\n", "\n       "))
+        lines.append(f"  evidence: {self.root}")
+        return "\n".join(lines)
+
+
+class ClaudeCode(HostCheck):
+    name = "claude-code"
+
+    def readme_entry(self, home):
+        return json.loads(self.block("claude-code", home))["mcpServers"]["link-run"]
+
+    def added_entry(self, home):
+        return json.loads((home / "work" / ".mcp.json").read_text())["mcpServers"]["link-run"]
+
+    def configure(self, home, url):
+        mcp = json.loads(self.block("claude-code", home))
+        server = mcp["mcpServers"]["link-run"]
+        server["args"] = with_shell(server["args"])
+        (home / "work" / ".mcp.json").write_text(json.dumps(mcp, indent=2))
+        (home / "work" / ".claude").mkdir()
+        settings = self.block("claude-code-settings", home)
+        (home / "work" / ".claude" / "settings.local.json").write_text(settings)
+
+    def command(self):
+        return self.host_argv(["claude", "-p", PROMPT, "--output-format", "json", "--model", "claude-sonnet-4-5"])
+
+    def turn_env(self, home, url):
+        env = self.env(home)
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "sk-stand-in",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_TELEMETRY": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+            }
+        )
+        return env
+
+
+class Codex(HostCheck):
+    name = "codex"
+
+    def readme_entry(self, home):
+        return tomllib.loads(self.block("codex", home))["mcp_servers"]["link-run"]
+
+    def added_entry(self, home):
+        return tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"]["link-run"]
+
+    def configure(self, home, url):
+        readme = self.block("codex", home)
+        args = tomllib.loads(readme)["mcp_servers"]["link-run"]["args"]
+        written = re.search(r"^args = \[.*?\]$", readme, re.S | re.M)
+        if not written:
+            raise SystemExit("the README's Codex entry has no `args = [...]` lines")
+        readme = readme.replace(written.group(0), "args = " + json.dumps(with_shell(args)))
+        # Top-level keys come before any table in TOML: the stand-in's provider goes first.
+        provider = (
+            'model = "stand-in"\n'
+            'model_provider = "stand-in"\n\n'
+            "[model_providers.stand-in]\n"
+            'name = "stand-in"\n'
+            f'base_url = "{url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "STAND_IN_API_KEY"\n\n'
+        )
+        (home / ".codex").mkdir()
+        (home / ".codex" / "config.toml").write_text(provider + readme + "\n")
+
+    def command(self):
+        return self.host_argv(["codex", "exec", "--skip-git-repo-check", PROMPT])
+
+    def turn_env(self, home, url):
+        env = self.env(home)
+        env["STAND_IN_API_KEY"] = "sk-stand-in"
+        return env
+
+
+class GeminiCli(HostCheck):
+    name = "gemini-cli"
+    add_also = ("timeout", "trust")
+
+    def readme_entry(self, home):
+        return json.loads(self.block("gemini-cli", home))["mcpServers"]["link-run"]
+
+    def added_entry(self, home):
+        return json.loads((home / ".gemini" / "settings.json").read_text())["mcpServers"]["link-run"]
+
+    def configure(self, home, url):
+        settings = json.loads(self.block("gemini-cli", home))
+        server = settings["mcpServers"]["link-run"]
+        server["args"] = with_shell(server["args"])
+        # The stand-in takes any key; usage statistics and telemetry stay off.
+        settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+        settings["privacy"] = {"usageStatisticsEnabled": False}
+        settings["telemetry"] = {"enabled": False}
+        (home / ".gemini").mkdir()
+        (home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2))
+        trusted = self.block("gemini-cli-trusted-folders", home)
+        (home / ".gemini" / "trustedFolders.json").write_text(trusted)
+
+    def command(self):
+        return self.host_argv(["gemini", "-p", PROMPT, "--output-format", "json"])
+
+    def turn_env(self, home, url):
+        env = self.env(home)
+        env.update({"GEMINI_API_KEY": "stand-in", "GOOGLE_GEMINI_BASE_URL": url})
+        return env
+
+
+class InspectorCli(Check):
+    """The README's MCP Inspector line, run as written: `ls -la` of the agent's folder."""
+
+    name = "inspector-cli"
+
+    def check(self):
+        home = self.make_home("home")
+        (home / "work" / "greeting-from-the-readme.txt").write_text("hello\n")
+        line = self.block("inspector-cli", home)
+        if not line.startswith(INSPECTOR + " "):
+            raise SystemExit(f"the README's Inspector line does not start with `{INSPECTOR}`")
+        words = ["mcp-inspector"] + shell_words(line[len(INSPECTOR) :])
+        code, self.took = self.run(self.host_argv(words), home, "inspector", deadline=90)
+        out = (self.root / "inspector.stdout").read_text(errors="replace")
+        if code != 0:
+            self.problems.append(f"the README's Inspector line exited with {code!r}: {self.output('inspector')[-800:]}")
+        elif not re.search(r'"exit_code":\s*0\b', out) or "greeting-from-the-readme.txt" not in out:
+            self.problems.append(f"the Inspector's answer lacks the exit code 0 or the file `ls` lists: {out[-800:]}")
+
+    def report(self):
+        if not self.problems:
+            return f"ok   {self.name} ({self.took:.1f} s): the README's line ran `ls` in the sandbox"
+        return "\n".join([f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems] + [f"  evidence: {self.root}"])
+
+
+CHECKS = {c.name: c for c in (ClaudeCode, Codex, GeminiCli, InspectorCli)}
+
+
+def judge(calls):
+    """What is missing from the tool results the host handed back, as a list of sentences."""
+    names = standin.tool_names([c["name"] for c in calls if c.get("name")])
+    by = {i: [c for c in calls if c.get("name") == names.get(i)] for i in standin.INTENTS}
+    problems = []
+    markers = (standin.STDOUT_MARKER, standin.STDERR_MARKER, standin.RUN_MARKER)
+    for call in calls:
+        if any(m in json.dumps(call.get("args")) for m in markers):
+            problems.append(f"a marker appears in the arguments of {call['name']}: the check would prove nothing")
+    if not by["command"]:
+        problems.append("the host never called Link Run's `command`")
+    else:
+        result = by["command"][0]["result"] or ""
+        for marker, what in ((standin.STDOUT_MARKER, "stdout"), (standin.STDERR_MARKER, "stderr")):
+            if marker not in result:
+                problems.append(f"`command`'s result lacks the program's {what} ({marker})")
+        if not re.search(r'exit_code\\?"?\s*:\s*3\b|exited with code 3\b', result):
+            problems.append("`command`'s result lacks the exit code 3")
+    run_id = None
+    if not by["start"]:
+        problems.append("the host never called `start`")
+    else:
+        match = standin.RUN_ID.search(by["start"][0]["result"] or "")
+        if match:
+            run_id = match.group(1)
+        else:
+            problems.append("`start` gave no run id: " + (by["start"][0]["result"] or "")[:300])
+    if not by["list"]:
+        problems.append("the host never called `list`")
+    elif run_id and run_id not in (by["list"][0]["result"] or ""):
+        problems.append(f"`list` does not show run {run_id}")
+    if run_id:
+        if not by["read"]:
+            problems.append("the host never called `read`")
+        elif not any(standin.RUN_MARKER in (c["result"] or "") for c in by["read"]):
+            problems.append(f"`read` never gave the run's bytes ({standin.RUN_MARKER})")
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--readme", required=True, type=Path)
+    parser.add_argument("--bin", required=True, type=Path, help="the folder of lnk-link-run and lnk-link-supervise")
+    parser.add_argument("--cache", required=True, type=Path, help="where npm installed the hosts")
+    parser.add_argument("--evidence", required=True, type=Path)
+    parser.add_argument("--hosts", default=",".join(CHECKS))
+    opts = parser.parse_args()
+    opts.cache = opts.cache.resolve()
+
+    def log(line):
+        print(line, flush=True)
+
+    blocks = readme_blocks(opts.readme)
+    if opts.evidence.exists():
+        shutil.rmtree(opts.evidence)
+    opts.evidence.mkdir(parents=True)
+    names = opts.hosts.split(",")
+    started = time.monotonic()
+    failed = 0
+    for name in names:
+        check = CHECKS[name](opts, blocks, log)
+        check.check()
+        log(check.report())
+        failed += bool(check.problems)
+    log(f"==> the hosts took {time.monotonic() - started:.0f} s; what they sent is in {opts.evidence}")
+    log(f"hosts: {len(names) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

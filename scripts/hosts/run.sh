@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Real MCP hosts against Link Run, end to end: Claude Code, Codex CLI and Gemini CLI, each run
+# headless for one turn against a stand-in model API on 127.0.0.1, with the README's own host
+# entries as their config (hosts.py says how), and the README's one-line `mcp add` commands and
+# MCP Inspector line run as written.
+#
+# It installs the hosts at the versions of package.json (locked by package-lock.json, with
+# Node 22 from npm's `node` package) into a cache folder, $LNK_HOSTS_CACHE, by default
+# ~/.cache/lnk-link-run/hosts, and keeps npm's downloads there too. It builds the binaries from
+# this checkout, then runs everything inside a network namespace of its own with only the
+# loopback interface up: no host can reach anything but the stand-in.
+#
+# Without a host (no npm, no registry, no network namespace), it prints "skipped: ..." and
+# exits 0; with LNK_REQUIRE_HOSTS=1 that is a failure. What the hosts sent the stand-in is kept
+# in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
+#
+#   scripts/hosts/run.sh [--hosts claude-code,codex,gemini-cli,inspector-cli]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+here=scripts/hosts
+
+cache="${LNK_HOSTS_CACHE:-${XDG_CACHE_HOME:-${HOME:-$PWD/target}/.cache}/lnk-link-run/hosts}"
+evidence="${LNK_HOSTS_EVIDENCE:-$PWD/target/hosts-e2e}"
+
+skip() {
+    if [ "${LNK_REQUIRE_HOSTS:-}" = 1 ]; then
+        echo "hosts: $*, and LNK_REQUIRE_HOSTS=1 requires the hosts to run" >&2
+        exit 1
+    fi
+    echo "skipped: real hosts: $* (set LNK_REQUIRE_HOSTS=1 to make this a failure)"
+    exit 0
+}
+
+for tool in npm python3 bwrap unshare ip; do
+    command -v "$tool" >/dev/null 2>&1 || skip "$tool is missing"
+done
+
+# The hosts, installed once per lock file: the lock is copied beside what it installed.
+mkdir -p "$cache"
+if ! cmp -s "$here/package-lock.json" "$cache/package-lock.json" \
+    || [ ! -x "$cache/node_modules/.bin/claude" ]; then
+    echo "==> installing the hosts into $cache"
+    cp "$here/package.json" "$here/package-lock.json" "$cache/"
+    if ! (cd "$cache" && npm ci --cache "$cache/npm" --prefer-offline --no-audit --no-fund \
+            --loglevel=error); then
+        rm -f "$cache/package-lock.json"
+        skip "npm could not install the hosts into $cache"
+    fi
+fi
+PATH="$cache/node_modules/.bin:$PATH"
+echo "==> hosts: node $(node --version), claude $(claude --version | cut -d' ' -f1)," \
+    "codex $(codex --version | cut -d' ' -f2), gemini $(gemini --version)," \
+    "inspector $(mcp-inspector --version)"
+
+# The binaries the hosts start, built from this checkout (cargo test builds the same ones).
+cargo build --quiet -p lnk-link-run -p lnk-link-supervise
+bin="$PWD/target/debug"
+
+# A network namespace with only the loopback interface: as root a plain one, otherwise inside
+# a user namespace of our own.
+netns=(unshare --net)
+[ "$(id -u)" = 0 ] || netns=(unshare --net --map-root-user)
+"${netns[@]}" true 2>/dev/null || skip "cannot make a network namespace here (${netns[*]})"
+
+exec "${netns[@]}" -- sh -c 'ip link set lo up && exec "$@"' sh \
+    python3 "$here/hosts.py" --readme README.md --bin "$bin" --cache "$cache" \
+        --evidence "$evidence" "$@"
