@@ -34,7 +34,10 @@ import standin  # noqa: E402
 
 PLACEHOLDER_HOME = "/home/me"
 PROMPT = "Run the Link Run calls, one after the other."
-HOST_DEADLINE = 180  # seconds a host may take for its one turn, start-up included
+# Seconds a host may take for its one turn, start-up included (they take about 10), and for its
+# `mcp add` line: three hosts and the Inspector stay within seven minutes even if all hang.
+HOST_DEADLINE = 90
+ADD_DEADLINE = 30
 INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
 
 
@@ -170,7 +173,7 @@ class HostCheck(Check):
         """Runs the README's `mcp add` line; the server it writes must be the README's entry."""
         home = self.make_home("add-home")
         words = shell_words(self.block(f"{self.name}-add", home))
-        code, _took = self.run(self.host_argv(words), home, "add")
+        code, _took = self.run(self.host_argv(words), home, "add", deadline=ADD_DEADLINE)
         if code != 0:
             self.problems.append(f"the README's `mcp add` line failed ({code}): {self.output('add')[-600:]}")
             return
@@ -338,7 +341,7 @@ class InspectorCli(Check):
         if not line.startswith(INSPECTOR + " "):
             raise SystemExit(f"the README's Inspector line does not start with `{INSPECTOR}`")
         words = ["mcp-inspector"] + shell_words(line[len(INSPECTOR) :])
-        code, self.took = self.run(self.host_argv(words), home, "inspector", deadline=90)
+        code, self.took = self.run(self.host_argv(words), home, "inspector", deadline=60)
         out = (self.root / "inspector.stdout").read_text(errors="replace")
         if code != 0:
             self.problems.append(f"the README's Inspector line exited with {code!r}: {self.output('inspector')[-800:]}")
