@@ -5,6 +5,9 @@
 #   bench/run.sh                         both: `lnk-bench foreground`, then `lnk-bench background`
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
+#   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors, each
+#                                        sandbox, and the trials that left a process behind
+#                                        (not part of `all`: it takes a quarter of an hour)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"
@@ -16,9 +19,9 @@ case "$which" in
             exit 2
         fi
         ;;
-    foreground | background) ;;
+    foreground | background | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | soak [options]]" >&2
         exit 2
         ;;
 esac

@@ -14,6 +14,7 @@ mod procs;
 mod report;
 mod scale;
 mod serve;
+mod soak;
 mod stats;
 
 use std::process::ExitCode;
@@ -35,6 +36,9 @@ enum Bench {
     /// Background runs: `start`, to the program running, a flood into the output cap, sweep
     /// and `list` over 10,000 records, telling the way in.
     Background(background::Options),
+    /// Random-moment SIGKILLs of serve and of supervisors under each sandbox: how many left a
+    /// process of the call or the run behind (target: none).
+    Soak(soak::Options),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
     let result = match &cli.bench {
         Bench::Foreground(options) => foreground::run(options),
         Bench::Background(options) => background::run(options),
+        Bench::Soak(options) => soak::run(options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

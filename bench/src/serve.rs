@@ -321,7 +321,8 @@ impl Serve {
         }
     }
 
-    fn kill(&mut self) {
+    /// SIGKILLs serve and reaps it.
+    pub fn kill(&mut self) {
         self.stdin = None;
         let _ = self.child.kill();
         let _ = self.child.wait();

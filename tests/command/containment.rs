@@ -19,6 +19,7 @@ every_sandbox!(
     escapes_die_with_serve_killed,
     a_call_held_before_its_fork_dies_with_serve,
     a_call_held_before_its_exec_dies_with_serve,
+    a_descriptor_serve_inherited_does_not_reach_the_program,
 );
 
 /// How long the processes of a call that ended may take to be gone (the second of leftover
@@ -146,4 +147,34 @@ fn a_sandbox_that_cannot_be_executed_is_said_so() {
         "{said}"
     );
     assert!(!said.contains("127"), "{said}");
+}
+
+/// A descriptor that serve inherited from its host (one without close-on-exec) does not reach
+/// the sandbox or the program: the reaper marks everything above stderr close-on-exec.
+fn a_descriptor_serve_inherited_does_not_reach_the_program(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let leaked = setup.path("leaked-into-serve");
+    std::fs::write(&leaked, b"").unwrap();
+    // Opened without O_CLOEXEC: serve inherits it (so would anything this test process starts
+    // meanwhile; it is a read-only descriptor of an empty file, closed once serve runs).
+    let fd = rustix::fs::open(
+        &leaked,
+        rustix::fs::OFlags::RDONLY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let mut serve = setup.serve().start();
+    drop(fd);
+    let serve_has_it = std::fs::read_dir(format!("/proc/{}/fd", serve.pid()))
+        .unwrap()
+        .flatten()
+        .any(|entry| std::fs::read_link(entry.path()).ok().as_deref() == Some(leaked.as_path()));
+    assert!(serve_has_it, "the test's descriptor did not reach serve");
+    let result = serve.call(json!({"program": "sh", "args": ["-c", "ls -l /proc/$$/fd"]}));
+    let listing = text(&result);
+    assert!(listing.contains("0 ->"), "{listing}");
+    assert!(
+        !listing.contains("leaked-into-serve"),
+        "the program holds serve's inherited descriptor: {listing}"
+    );
 }

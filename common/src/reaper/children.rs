@@ -17,25 +17,21 @@ pub fn become_subreaper() -> io::Result<()> {
     Ok(())
 }
 
-/// The calling process's children, zombies included, read from
-/// `/proc/self/task/<tid>/children` for each of its threads; a scan of `/proc` by parent pid
-/// where the kernel has no such file.
+/// The calling process's children, zombies included, read from its main thread's
+/// `/proc/self/task/<pid>/children` (the reapers and the supervisor have one thread, so that is
+/// all of them); a scan of `/proc` by parent pid where the kernel has no such file.
 pub fn children() -> io::Result<Vec<Pid>> {
-    let mut found = Vec::new();
-    let tasks = std::fs::read_dir("/proc/self/task")?;
-    for task in tasks {
-        let task = task?;
-        match std::fs::read_to_string(task.path().join("children")) {
-            Ok(text) => found.extend(
-                text.split_ascii_whitespace()
-                    .filter_map(|pid| pid.parse().ok())
-                    .filter_map(Pid::from_raw),
-            ),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return children_by_scan(),
-            Err(err) => return Err(err),
-        }
+    let me = rustix::process::getpid();
+    let path = format!("/proc/self/task/{}/children", me.as_raw_nonzero());
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text
+            .split_ascii_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .filter_map(Pid::from_raw)
+            .collect()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => children_by_scan(),
+        Err(err) => Err(err),
     }
-    Ok(found)
 }
 
 /// The children of this process from a scan of `/proc/<pid>/stat` (field 4, the parent).

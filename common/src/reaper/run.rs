@@ -95,7 +95,8 @@ pub fn run(options: &Options) -> ExitCode {
         exec_failed: false,
         leftovers: false,
         termed: Vec::new(),
-        sandbox_exe: std::fs::canonicalize(OsStr::from_bytes(program.0.as_bytes())).ok(),
+        sandbox_exe: std::cell::OnceCell::new(),
+        sandbox_path: program.0.as_c_str(),
     };
     reaper.live();
     if reaper.exec_failed {
@@ -296,8 +297,10 @@ struct Reaper<'a> {
     /// Descendants sent SIGTERM while stopping.
     termed: Vec<Pid>,
     /// The sandbox program's file, canonical: processes still running it are the sandbox's
-    /// own, not the programs inside.
-    sandbox_exe: Option<std::path::PathBuf>,
+    /// own, not the programs inside. Looked up at the first stop that needs it.
+    sandbox_exe: std::cell::OnceCell<Option<std::path::PathBuf>>,
+    /// The sandbox program's path, as executed.
+    sandbox_path: &'a std::ffi::CStr,
 }
 
 impl Reaper<'_> {
@@ -376,6 +379,12 @@ impl Reaper<'_> {
         }
     }
 
+    fn sandbox_exe(&self) -> &Option<std::path::PathBuf> {
+        self.sandbox_exe.get_or_init(|| {
+            std::fs::canonicalize(OsStr::from_bytes(self.sandbox_path.to_bytes())).ok()
+        })
+    }
+
     /// SIGTERM to every descendant not sent one yet, but the sandbox's own processes (those
     /// still running the sandbox program): a sandbox that dies of SIGTERM ends what runs
     /// inside it at once (bubblewrap does, and its `--die-with-parent` and PID namespace then
@@ -387,7 +396,7 @@ impl Reaper<'_> {
                 continue;
             }
             let exe = descendant.exe();
-            if exe.is_some() && exe == self.sandbox_exe {
+            if exe.is_some() && exe == *self.sandbox_exe() {
                 continue;
             }
             descendant.signal(Signal::TERM);

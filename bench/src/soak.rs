@@ -1,0 +1,424 @@
+//! `lnk-bench soak`: random-moment SIGKILLs of `serve` and of supervisors, under each sandbox,
+//! and how many trials left a process of the call or the run behind (the target is none).
+//!
+//! Each trial's program is the escaping tree of the containment tests: a process in a session
+//! of its own (`setsid -f`), a double-forked one, one under `nohup … &`, one that ignores
+//! SIGTERM, and the program itself lingering, all carrying the trial's marker.
+//!
+//! - `serve` trials: a fresh `serve` gets four `command` calls of the tree, is SIGKILLed a
+//!   random 0–30 ms after the last is written, and every process with the marker must be gone
+//!   within ten seconds.
+//! - supervisor trials: one `serve --state` starts a run of the tree; its supervisor is
+//!   SIGKILLed a random 0–30 ms after `start` answered; once it is dead a sweep runs, and every
+//!   process with the marker must be gone within ten seconds.
+//!
+//! A survivor is reported by its command line, then killed (by pid: it carries this trial's
+//! marker), so one bad trial does not spoil the next.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::bins::sibling;
+use crate::foreground::system_program;
+use crate::procs::running_with;
+use crate::serve::{Serve, ServeArgs};
+
+/// How long the processes of a trial may take to be gone.
+const GONE_WITHIN: Duration = Duration::from_secs(10);
+/// The latest moment of a kill after its trigger.
+const KILL_WINDOW_US: u64 = 30_000;
+/// `command` calls per `serve` trial.
+const CALLS: usize = 4;
+/// The limit on any tool call.
+const CALL_LIMIT: Duration = Duration::from_secs(30);
+
+/// The escaping tree (see the module docs): `sh -c SCRIPT sh <procs> <marker>`.
+const SCRIPT: &str = r#"
+P=$1; M=$2
+setsid -f "$P" linger-setsid "$M" 300 </dev/null >/dev/null 2>&1
+( "$P" linger-forked "$M" 300 </dev/null >/dev/null 2>&1 & )
+nohup "$P" linger-nohup "$M" 300 </dev/null >/dev/null 2>&1 &
+( trap '' TERM; exec "$P" linger-deaf "$M" 300 ) </dev/null >/dev/null 2>&1 &
+exec "$P" linger-main "$M" 300
+"#;
+
+/// How many trials, under which sandboxes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Trials of each kind (serve, supervisor) under each sandbox.
+    #[arg(long, default_value_t = 200)]
+    pub trials: usize,
+    /// Only this sandbox: `passthrough`, `bwrap` (the README's line) or `bwrap-shared-pid`
+    /// (that line without a PID namespace, with `--new-session`).
+    #[arg(long)]
+    pub sandbox: Option<String>,
+}
+
+/// Runs the soak and prints, per sandbox and kind, the trials and the trials that left
+/// something behind.
+pub fn run(options: &Options) -> Result<()> {
+    let place = tempfile::Builder::new()
+        .prefix("lnk-soak-")
+        .tempdir_in(soak_base()?)
+        .context("making the soak's folder")?;
+    let files = place.path().join("files");
+    std::fs::create_dir(&files).context("making the files folder")?;
+    let files = files.canonicalize().context("the files folder")?;
+    let bins = Bins {
+        run: sibling("lnk-link-run")?,
+        supervise: sibling("lnk-link-supervise")?,
+        passthrough: sibling("lnk-test-passthrough")?,
+        procs: sibling("lnk-test-procs")?,
+    };
+    let programs = bins.procs.parent().context("no folder")?.to_path_buf();
+    let mut rng = Rng::seeded();
+    println!(
+        "Link Run soak: {} SIGKILLs of serve and {} of supervisors per sandbox, 0-30 ms after the start",
+        options.trials, options.trials
+    );
+    let mut total = 0;
+    for (name, sandbox) in sandboxes(&bins, &files, &programs)? {
+        if options.sandbox.as_deref().is_some_and(|only| only != name) {
+            continue;
+        }
+        let serve_left = serve_trials(
+            &bins,
+            &files,
+            &programs,
+            &sandbox,
+            options,
+            &mut rng,
+            place.path(),
+        )?;
+        println!(
+            "  {name:<18} serve SIGKILLed:      {:>4} trials, {serve_left} left something",
+            options.trials
+        );
+        let runs_left = supervisor_trials(
+            &bins,
+            &files,
+            &programs,
+            &sandbox,
+            options,
+            &mut rng,
+            place.path(),
+        )?;
+        println!(
+            "  {name:<18} supervisor SIGKILLed: {:>4} trials, {runs_left} left something",
+            options.trials
+        );
+        total += serve_left + runs_left;
+    }
+    println!("survivors in all: {total} (target 0)");
+    if total > 0 {
+        bail!("{total} trials left processes behind");
+    }
+    Ok(())
+}
+
+struct Bins {
+    run: PathBuf,
+    supervise: PathBuf,
+    passthrough: PathBuf,
+    procs: PathBuf,
+}
+
+/// The sandboxes: the pass-through prefix, and when bubblewrap is here the README's line and
+/// that line without its PID namespace.
+fn sandboxes(
+    bins: &Bins,
+    files: &Path,
+    programs: &Path,
+) -> Result<Vec<(&'static str, Vec<OsString>)>> {
+    let mut all = vec![(
+        "passthrough",
+        vec![bins.passthrough.clone().into_os_string()],
+    )];
+    match system_program("bwrap") {
+        Err(_) => println!("  (bwrap is not here: the bubblewrap sandboxes are skipped)"),
+        Ok(bwrap) => {
+            let visible = [programs.to_path_buf()];
+            let line = crate::line::recommended(files, &visible, &bwrap)?;
+            let mut shared = Vec::new();
+            for arg in &line {
+                if arg == "--unshare-all" {
+                    shared.extend(
+                        [
+                            "--unshare-user-try",
+                            "--unshare-ipc",
+                            "--unshare-net",
+                            "--unshare-uts",
+                            "--unshare-cgroup-try",
+                        ]
+                        .map(OsString::from),
+                    );
+                } else {
+                    shared.push(arg.clone());
+                }
+            }
+            all.push(("bwrap", line));
+            all.push(("bwrap-shared-pid", shared));
+        }
+    }
+    Ok(all)
+}
+
+fn serve_args<'a>(
+    bins: &'a Bins,
+    files: &'a Path,
+    programs: &'a Path,
+    sandbox: &[OsString],
+    extra: Vec<OsString>,
+    log: PathBuf,
+) -> ServeArgs<'a> {
+    let passthrough = sandbox
+        .first()
+        .is_some_and(|p| Path::new(p) == bins.passthrough);
+    ServeArgs {
+        binary: &bins.run,
+        files,
+        programs,
+        output: "4KiB",
+        allowed: &["sh"],
+        extra,
+        sandbox: sandbox.to_vec(),
+        sandbox_check: !passthrough,
+        log,
+    }
+}
+
+fn tree_args(bins: &Bins, marker: &str) -> Vec<String> {
+    vec![
+        "-c".into(),
+        SCRIPT.into(),
+        "sh".into(),
+        bins.procs.to_string_lossy().into_owned(),
+        marker.into(),
+    ]
+}
+
+fn serve_trials(
+    bins: &Bins,
+    files: &Path,
+    programs: &Path,
+    sandbox: &[OsString],
+    options: &Options,
+    rng: &mut Rng,
+    place: &Path,
+) -> Result<usize> {
+    let programs_path = programs_with_system(programs);
+    let mut left = 0;
+    for trial in 0..options.trials {
+        let marker = marker("serve", trial);
+        let args = serve_args(
+            bins,
+            files,
+            &programs_path,
+            sandbox,
+            Vec::new(),
+            place.join("serve.log"),
+        );
+        let mut serve = Serve::start("soak", &args)?;
+        let call_args = tree_args(bins, &marker);
+        let call_args: Vec<&str> = call_args.iter().map(String::as_str).collect();
+        for _ in 0..CALLS {
+            let id = serve.take_id();
+            serve.send_command(id, "sh", &call_args)?;
+        }
+        std::thread::sleep(Duration::from_micros(rng.below(KILL_WINDOW_US)));
+        serve.kill();
+        if !gone(&marker) {
+            left += 1;
+        }
+    }
+    Ok(left)
+}
+
+fn supervisor_trials(
+    bins: &Bins,
+    files: &Path,
+    programs: &Path,
+    sandbox: &[OsString],
+    options: &Options,
+    rng: &mut Rng,
+    place: &Path,
+) -> Result<usize> {
+    let state = place.join("state");
+    let programs_path = programs_with_system(programs);
+    let extra: Vec<OsString> = [
+        "--state",
+        &state.to_string_lossy(),
+        "--background",
+        "4",
+        "--background-timeout",
+        "10m",
+        "--background-output",
+        "1MiB",
+        "--background-keep",
+        "1h",
+        "--hops",
+        "3",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let args = serve_args(
+        bins,
+        files,
+        &programs_path,
+        sandbox,
+        extra,
+        place.join("serve-state.log"),
+    );
+    let mut serve = Serve::start("soak-state", &args)?;
+    let mut left = 0;
+    for trial in 0..options.trials {
+        let marker = marker("run", trial);
+        let call_args = tree_args(bins, &marker);
+        let (value, _) = serve.call_tool(
+            "start",
+            &json!({"program": "sh", "args": call_args}),
+            None,
+            CALL_LIMIT,
+        )?;
+        let id = value["id"].as_str().context("start gave no id")?.to_owned();
+        std::thread::sleep(Duration::from_micros(rng.below(KILL_WINDOW_US)));
+        let supervisor = find_supervisor(&id)?;
+        kill(supervisor);
+        wait_dead(supervisor);
+        let swept = Command::new(&bins.supervise)
+            .args(["sweep"])
+            .arg(&state)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .context("running a sweep")?;
+        if !swept.success() {
+            bail!("a sweep failed: {swept}");
+        }
+        if !gone(&marker) {
+            left += 1;
+        }
+    }
+    serve.shutdown()?;
+    Ok(left)
+}
+
+/// The programs' folder and the system's, for `--programs-path` (`sh` is the system's).
+fn programs_with_system(programs: &Path) -> PathBuf {
+    PathBuf::from(format!("{}:/usr/bin:/bin", programs.display()))
+}
+
+/// Waits until no process carries `marker`; kills and reports what is still there after
+/// [`GONE_WITHIN`]. Whether all were gone in time.
+fn gone(marker: &str) -> bool {
+    let deadline = Instant::now() + GONE_WITHIN;
+    loop {
+        let left = running_with(marker);
+        if left.is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            for (pid, cmdline) in left {
+                println!("    survivor {pid}: {cmdline}");
+                kill(pid);
+            }
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The supervisor of run `id` (the only process with `supervise` and the id in its command
+/// line), looked for until it shows.
+fn find_supervisor(id: &str) -> Result<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some((pid, _)) = running_with(id)
+            .into_iter()
+            .find(|(_, cmdline)| cmdline.contains(" supervise "))
+        {
+            return Ok(pid);
+        }
+        if Instant::now() >= deadline {
+            bail!("no supervisor of run {id}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn kill(pid: u32) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        // Gone already is fine.
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Waits (10 s at most) until `pid` is a zombie or gone: only then has it let go of its
+/// descriptors (its command line goes first).
+fn wait_dead(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat)
+                if !stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z')) =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            _ => return,
+        }
+    }
+}
+
+fn marker(kind: &str, trial: usize) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("lnksoak-{}-{kind}-{trial}-{nanos}", std::process::id())
+}
+
+/// Where the soak's folder goes: beside the binaries, outside `/tmp` (which the README's line
+/// hides), so the sandbox can bind it.
+fn soak_base() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let base = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("no target folder")?
+        .join("tmp");
+    std::fs::create_dir_all(&base).with_context(|| format!("making {}", base.display()))?;
+    Ok(base)
+}
+
+/// xorshift64*, seeded from the clock: the moments only need to spread, not be secret.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x9e37_79b9_7f4a_7c15);
+        Rng(nanos | 1)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound.max(1)
+    }
+}
