@@ -157,8 +157,11 @@ pub fn run(
             if record["group"].is_object() {
                 break;
             }
+            if record["status"]["state"] != "running" {
+                bail!("run {id} ended before it ran: {record}");
+            }
             if Instant::now() > deadline {
-                bail!("run {id} did not start within {LIMIT:?}");
+                bail!("run {id} did not start within {LIMIT:?}: {record}");
             }
             std::thread::sleep(Duration::from_millis(5));
         }
