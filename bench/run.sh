@@ -2,9 +2,10 @@
 # Builds Link Run and its benchmark (the release code, with line tables: the `profiling`
 # profile) and runs the benchmarks.
 #
-#   bench/run.sh                         both: `lnk-bench foreground`, then `lnk-bench background`
+#   bench/run.sh                         all: `lnk-bench foreground`, `background`, then `check`
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
+#   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors, each
 #                                        sandbox, and the trials that left a process behind
 #                                        (not part of `all`: it takes a quarter of an hour)
@@ -15,13 +16,13 @@ which="${1:-all}"
 case "$which" in
     all)
         if [[ $# -gt 0 ]]; then
-            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background [options]" >&2
+            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background|check [options]" >&2
             exit 2
         fi
         ;;
-    foreground | background | soak) ;;
+    foreground | background | check | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -32,6 +33,8 @@ if [[ "$which" == all ]]; then
     "$bench" foreground
     echo
     "$bench" background
+    echo
+    "$bench" check
 else
     exec "$bench" "$which" "$@"
 fi

@@ -1,13 +1,15 @@
 //! Link Run's benchmarks: `lnk-bench foreground` measures `lnk-link-run serve` against
 //! baselines taken in the same run; `lnk-bench background` measures background runs (`start`,
-//! the supervisor's output cap, sweep, `list`, telling) against the issues' targets
-//! (`bench/run.sh` builds everything and runs both).
+//! the supervisor's output cap, sweep, `list`, telling) against the issues' targets;
+//! `lnk-bench check` measures what the sandbox check adds to serve's start (`bench/run.sh`
+//! builds everything and runs all three).
 //
 // A benchmark's whole job is to print its report on stdout.
 #![allow(clippy::print_stdout)]
 
 mod background;
 mod bins;
+mod check;
 mod foreground;
 mod line;
 mod procs;
@@ -36,6 +38,8 @@ enum Bench {
     /// Background runs: `start`, to the program running, a flood into the output cap, sweep
     /// and `list` over 10,000 records, telling the way in.
     Background(background::Options),
+    /// The sandbox check: what it adds to serve's start under the README's recommended line.
+    Check(check::Options),
     /// Random-moment SIGKILLs of serve and of supervisors under each sandbox: how many left a
     /// process of the call or the run behind (target: none).
     Soak(soak::Options),
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
     let result = match &cli.bench {
         Bench::Foreground(options) => foreground::run(options),
         Bench::Background(options) => background::run(options),
+        Bench::Check(options) => check::run(options),
         Bench::Soak(options) => soak::run(options),
     };
     match result {

@@ -344,6 +344,20 @@ fn no_sandbox_check_starts_with_one_warning() {
         lines[0].contains("WARN") && lines[0].contains("not checked"),
         "{stderr}"
     );
+    drop(serve);
+    // `check` with the same arguments still checks, and says that serve would not.
+    let unchecked = world
+        .serve(vec!["/usr/bin/env".into()])
+        .flags(&["--no-sandbox-check"]);
+    let out = world.run("check", &unchecked);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("note: --no-sandbox-check")),
+        "{report}"
+    );
 }
 
 #[test]

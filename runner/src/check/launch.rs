@@ -1,6 +1,8 @@
-//! serve's side of running the probe: through the sandbox exactly as a call runs (the same
-//! prefix and `--var`s, in the files folder, with an empty environment, leading a process group
-//! of its own, killed with the thread that started it), with the request on its stdin.
+//! serve's side of running the probe: through the sandbox as a call runs (the same prefix and
+//! `--var`s, in the files folder, with an empty environment, in a session of its own, killed
+//! with the thread that started it), with the request on its stdin. It does not go through a
+//! reaper: the probe leaves nothing behind, and what its sandbox might is killed with its
+//! process group once it has answered.
 //!
 //! The probe is this very executable, reached inside through an inherited descriptor
 //! (`/proc/self/fd/<n>`), so a sandbox that does not show the folder `lnk-link-run` is installed
@@ -63,8 +65,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     in_folder_with_exe(&mut command, workdir.handle.as_fd(), &exe);
     let started = Instant::now();
     let mut child = command.spawn()?;
@@ -135,21 +136,24 @@ fn read_all(pipe: impl Read) -> Vec<u8> {
     bytes
 }
 
-/// Starts the child in the folder `cwd` is a handle on, with `exe` open across the exec (so
-/// `/proc/self/fd/<n>` is this executable inside), and `SIGKILL` on the death of this thread.
+/// Starts the child in the folder `cwd` is a handle on, as the leader of a session (and so a
+/// process group) of its own without a controlling terminal, as a call's sandbox starts, with
+/// `exe` open across the exec (so `/proc/self/fd/<n>` is this executable inside), and
+/// `SIGKILL` on the death of this thread.
 #[allow(unsafe_code)]
 fn in_folder_with_exe(command: &mut Command, cwd: BorrowedFd<'_>, exe: &OwnedFd) {
     let parent = getpid();
     let cwd = cwd.as_raw_fd();
     let exe = exe.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes four system calls (fchdir, fcntl, prctl and
-    // getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes no
+    // async-signal-safe work is allowed. It makes five system calls (fchdir, setsid, fcntl,
+    // prctl and getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes no
     // lock and touches no memory shared with other threads. `cwd` and `exe` are descriptors
     // the caller keeps open until the spawn returns, so they are open in the child.
     unsafe {
         command.pre_exec(move || {
             rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
+            rustix::process::setsid()?;
             rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(exe), rustix::io::FdFlags::empty())?;
             rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
             if getppid() != Some(parent) {
