@@ -63,8 +63,8 @@
 //!
 //! UTF-8 JSON, one object ([`record::Record`]). Times are whole milliseconds since the Unix epoch
 //! (UTC), named `*_ms`; durations are milliseconds, sizes bytes; all are non-negative integers.
-//! Paths are strings (so they must be UTF-8). Readers must ignore fields they do not know, and
-//! writers that rewrite a record must keep them.
+//! Paths are strings (so they must be UTF-8). Readers must ignore fields they do not know, at
+//! any level, and writers that rewrite a record must keep them where they were ([`unknown`]).
 //!
 //! ```json
 //! {
@@ -165,6 +165,7 @@ pub mod stop;
 pub mod summary;
 pub mod time;
 pub mod trust;
+pub mod unknown;
 pub mod vars;
 pub mod write;
 

@@ -9,10 +9,13 @@
 //! # Versions
 //!
 //! `version` is 1. A reader refuses any other version with [`Error::RecordVersion`], before
-//! looking at anything else. Within version 1, a field may be added only if old readers can
-//! ignore it (they do: unknown fields are kept in [`Record::unknown`] and written back
-//! unchanged, so an old writer does not drop them either) and new readers can do without it
-//! (`#[serde(default)]`). Any change of an existing field's meaning is version 2.
+//! looking at anything else. Within version 1, a field may be added, at any level, only if old
+//! readers can ignore it (they do: unknown fields are kept — top-level ones in
+//! [`Record::unknown`], deeper ones in [`Record::nested_unknown`] — and written back where they
+//! were, so an old writer does not drop them either; a `status`'s own unknown fields are kept
+//! only while its state stays the same) and new readers can do without it
+//! (`#[serde(default)]`). Any change of an existing field's meaning is version 2. The fixture
+//! `tests/data/record-v1-newer.json` holds such fields at every level.
 
 use std::fs;
 use std::os::fd::AsFd;
@@ -69,9 +72,14 @@ pub struct Record {
     pub output: Output,
     /// Whether the run's end has been told.
     pub telling: Telling,
-    /// Fields this build does not know (written by a newer one), kept so a rewrite keeps them.
+    /// Top-level fields this build does not know (written by a newer one), kept so a rewrite
+    /// keeps them.
     #[serde(flatten)]
     pub unknown: serde_json::Map<String, serde_json::Value>,
+    /// Fields this build does not know below the top level, found when the record was read and
+    /// put back when it is written ([`crate::unknown`]).
+    #[serde(skip)]
+    pub nested_unknown: crate::unknown::NestedUnknowns,
 }
 
 /// What `start` decided; never changes afterwards.
@@ -209,6 +217,7 @@ impl Record {
             output: Output::default(),
             telling: Telling::default(),
             unknown: serde_json::Map::new(),
+            nested_unknown: crate::unknown::NestedUnknowns::default(),
         }
     }
 
@@ -250,7 +259,10 @@ impl Record {
                 supported: RECORD_VERSION,
             });
         }
-        let record: Record = serde_json::from_slice(bytes).map_err(parse_error)?;
+        let read: serde_json::Value = serde_json::from_slice(bytes).map_err(parse_error)?;
+        let mut record: Record = serde_json::from_value(read.clone()).map_err(parse_error)?;
+        let known = serde_json::to_value(&record).map_err(parse_error)?;
+        record.nested_unknown = crate::unknown::NestedUnknowns::between(&read, &known);
         record.check(path)?;
         Ok(record)
     }
@@ -259,11 +271,17 @@ impl Record {
     pub fn to_json(&self) -> Result<Vec<u8>, Error> {
         let path = Path::new(&self.id.to_string()).with_extension("json");
         self.check(&path)?;
-        let mut bytes =
-            serde_json::to_vec_pretty(self).map_err(|source| Error::RecordSerialize {
-                id: self.id.clone(),
-                source,
-            })?;
+        let serialize_error = |source| Error::RecordSerialize {
+            id: self.id.clone(),
+            source,
+        };
+        let mut bytes = if self.nested_unknown.is_empty() {
+            serde_json::to_vec_pretty(self).map_err(serialize_error)?
+        } else {
+            let mut value = serde_json::to_value(self).map_err(serialize_error)?;
+            self.nested_unknown.put_into(&mut value);
+            serde_json::to_vec_pretty(&value).map_err(serialize_error)?
+        };
         bytes.push(b'\n');
         Ok(bytes)
     }

@@ -186,3 +186,67 @@ fn the_documented_example_is_the_fixture() {
         serde_json::from_slice(&std::fs::read(data("record-v1.json")).unwrap()).unwrap();
     assert_eq!(documented, fixture);
 }
+
+/// A record written by a newer build, with fields this one does not know at every level: this
+/// build reads it, and rewriting it (as an older supervisor rewrites a newer `start`'s record)
+/// keeps every one of them where it was — except a running status's own, once it has ended.
+#[test]
+fn fields_a_newer_build_wrote_survive_a_rewrite_at_every_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path());
+    let id = RunId::parse("n3wer0000000000000000").unwrap();
+    std::fs::copy(data("record-v1-newer.json"), state.record(&id)).unwrap();
+    let mut record = Record::load(&state, &id).unwrap();
+    assert_eq!(record.launch.program.name, "cargo");
+    assert_eq!(record.output.written_bytes, 10);
+
+    // Rewritten as it is, and again after a change of what this build knows.
+    record.output.written_bytes = 20;
+    std::fs::create_dir_all(state.temp_dir().unwrap()).unwrap();
+    record.store(&state).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.record(&id)).unwrap()).unwrap();
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data("record-v1-newer.json")).unwrap()).unwrap();
+    for pointer in [
+        "/future_top_level_field",
+        "/launch/future_launch_field",
+        "/launch/program/future_program_field",
+        "/launch/limits/future_limit",
+        "/group/future_group_field",
+        "/status/future_running_field",
+        "/output/future_output_field",
+        "/telling/future_telling_field",
+    ] {
+        assert_eq!(
+            written.pointer(pointer),
+            original.pointer(pointer),
+            "{pointer} kept: {written:#}"
+        );
+    }
+    assert_eq!(written["output"]["written_bytes"], 20, "{written:#}");
+
+    // Read again, ended and rewritten: what a newer build knew of the running state does not
+    // carry over to the end; everything else still does.
+    let mut again = Record::load(&state, &id).unwrap();
+    again.status = Status::Exited {
+        ended_at_ms: UnixMs(1_714_564_805_250),
+        exit: Exit::Code(0),
+    };
+    again.store(&state).unwrap();
+    let ended: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.record(&id)).unwrap()).unwrap();
+    assert_eq!(ended["status"]["state"], "exited", "{ended:#}");
+    assert!(
+        ended.pointer("/status/future_running_field").is_none(),
+        "{ended:#}"
+    );
+    assert_eq!(
+        ended.pointer("/launch/program/future_program_field"),
+        original.pointer("/launch/program/future_program_field")
+    );
+    assert_eq!(
+        ended["future_top_level_field"],
+        original["future_top_level_field"]
+    );
+}
