@@ -186,6 +186,21 @@ impl Bg {
 
 impl Drop for Bg {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // What the supervisors and sweeps logged says why a run ended as it did.
+            for entry in std::fs::read_dir(&self.state)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "log")
+                    && let Ok(text) = std::fs::read_to_string(&path)
+                {
+                    eprintln!("--- {} ---\n{text}--- end ---", path.display());
+                }
+            }
+        }
         // A test that passed must leave no supervisor behind: each quits once its run's end is
         // recorded.
         let mut lingering: Vec<String> = Vec::new();
