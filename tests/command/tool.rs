@@ -458,7 +458,7 @@ fn var_reaches_the_program(sandbox: Sandbox) {
 }
 
 /// Input is held within one budget for all calls (64 MiB): five calls of 15 MiB each whose
-/// programs never read it cannot all start; the one past the budget is refused, and once the
+/// programs never read it cannot all be held; the one past the budget is refused, and once the
 /// others end their input is given back.
 #[test]
 fn input_held_at_once_is_bounded() {
@@ -475,16 +475,29 @@ fn input_held_at_once_is_bounded() {
         serve.send_line(line.as_bytes());
         id
     };
-    let started = std::time::Instant::now();
-    let waiting: Vec<i64> = (0..4).map(|_| send(&mut serve, "sleep 10")).collect();
-    let refused_id = send(&mut serve, "true");
-    let refused = serve.call_result(refused_id, std::time::Duration::from_secs(20));
-    // The four hold their input for ten seconds: long enough to read five 15 MiB requests
-    // even in a debug build on a busy machine.
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
-        "the test could not send its requests in time"
+    // The four hold their input until the test lets them end: whatever the machine's speed,
+    // they are all still running when the fifth call comes.
+    let release = setup.files.join("release");
+    let held = setup.files.join("held");
+    std::fs::create_dir(&held).unwrap();
+    let hold = format!(
+        ": > '{}'/$$; while [ ! -e '{}' ]; do sleep 0.05; done",
+        held.display(),
+        release.display()
     );
+    let waiting: Vec<i64> = (0..4).map(|_| send(&mut serve, &hold)).collect();
+    // All four run (so all four hold their input) before the fifth is sent.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_dir(&held).unwrap().count() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the four calls did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let refused_id = send(&mut serve, "true");
+    let refused = serve.call_result(refused_id, std::time::Duration::from_secs(60));
+    std::fs::write(&release, b"").unwrap();
     assert!(is_error(&refused), "{refused}");
     let why = text(&refused);
     assert!(why.contains("input") && why.contains("file"), "{why}");
