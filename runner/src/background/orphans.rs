@@ -36,9 +36,28 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
         })
         .map(|(i, _)| i)
         .collect();
-    if orphans.is_empty() {
-        return;
+    if !orphans.is_empty() {
+        sweep_and_wait(background, &state, records, orphans);
     }
+    // An end its supervisor could not record (a full disk) is kept in the run's lock file:
+    // shown as it was kept, rather than `running` — whether the supervisor is gone, or still
+    // alive and trying, or a sweep holds the lock for a moment.
+    for record in records.iter_mut().filter(|r| r.status.is_running()) {
+        if let Ok(Some(kept)) = lnk_common::record::kept_end(&state, &record.id) {
+            record.status = kept.status;
+            record.output = kept.output;
+        }
+    }
+}
+
+/// Starts a sweep for the orphans (indexes into `records`) and waits up to [`SWEEP_WAIT`] for
+/// their records to show their end.
+fn sweep_and_wait(
+    background: &Background,
+    state: &StateDir,
+    records: &mut [Record],
+    orphans: Vec<usize>,
+) {
     tracing::info!(
         runs = orphans.len(),
         "runs whose supervisor is gone; sweeping"
@@ -48,7 +67,7 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
     let mut waiting = orphans;
     while !waiting.is_empty() && start.elapsed() < SWEEP_WAIT {
         std::thread::sleep(SWEEP_POLL);
-        waiting.retain(|&i| match Record::load(&state, &records[i].id) {
+        waiting.retain(|&i| match Record::load(state, &records[i].id) {
             Ok(fresh) => {
                 let still = fresh.status.is_running();
                 records[i] = fresh;
@@ -56,13 +75,5 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
             }
             Err(_) => true,
         });
-    }
-    // The sweep could not record them (a full disk): shown as their supervisor kept their
-    // end, if it did, rather than `running`.
-    for i in waiting {
-        if let Ok(Some(kept)) = lnk_common::record::kept_end(&state, &records[i].id) {
-            records[i].status = kept.status;
-            records[i].output = kept.output;
-        }
     }
 }
