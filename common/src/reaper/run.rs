@@ -4,6 +4,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -77,9 +78,18 @@ pub fn run(options: &Options) -> ExitCode {
         }
     };
     let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
-    let sandbox = match fork_sandbox(&program, hold_exec.as_ref()) {
+    let sandbox = match hold_exec.as_ref() {
+        // A test's hold between fork and exec needs a fork of this process's own.
+        Some(hold) => fork_sandbox(&program, hold),
+        None => spawn_sandbox(&options.argv, &program.0),
+    };
+    let sandbox = match sandbox {
         Ok(sandbox) => sandbox,
-        Err(err) => return failed(err),
+        Err(Spawn::Exec(errno)) => {
+            report.send(Event::ExecFailed(errno));
+            return ExitCode::from(EXEC_FAILED_EXIT);
+        }
+        Err(Spawn::Setup(err)) => return failed(err),
     };
     report.send(Event::Started(sandbox.pid.as_raw_nonzero().get()));
     // The sandbox has the call's pipes; this process must not keep them open. (Should this
@@ -197,33 +207,66 @@ struct Sandbox {
     exec_pipe: Option<OwnedFd>,
 }
 
-/// Forks the sandbox: the leader of a new process group, with an empty signal mask, default
-/// signal dispositions and an empty environment, in this process's folder and stdio.
+/// Why the sandbox did not start.
+enum Spawn {
+    /// Its exec failed, with this errno: nothing ran.
+    Exec(i32),
+    /// This process could not set it up.
+    Setup(io::Error),
+}
+
+/// Starts the sandbox: the leader of a new process group, with an empty signal mask, default
+/// signal dispositions and an empty environment, in this process's folder and stdio. Through
+/// the standard library's spawn, which uses `posix_spawn` here (a `vfork`: no copy of this
+/// process's memory, which a VM makes dear), and returns once the exec happened or failed.
+fn spawn_sandbox(argv: &[OsString], path: &CString) -> Result<Sandbox, Spawn> {
+    let Some((first, args)) = argv.split_first() else {
+        return Err(Spawn::Exec(Errno::INVAL.raw_os_error()));
+    };
+    let child = std::process::Command::new(OsStr::from_bytes(path.as_bytes()))
+        .arg0(first)
+        .args(args)
+        .env_clear()
+        .process_group(0)
+        .spawn()
+        .map_err(|err| match err.raw_os_error() {
+            Some(errno) => Spawn::Exec(errno),
+            None => Spawn::Setup(err),
+        })?;
+    let pid = Pid::from_raw(child.id() as i32)
+        .ok_or_else(|| Spawn::Setup(io::Error::other("spawn gave no pid")))?;
+    // `child` is dropped without a wait: the reaper reaps the sandbox itself, last.
+    Ok(Sandbox {
+        pid,
+        exec_pipe: None,
+    })
+}
+
+/// Forks the sandbox as [`spawn_sandbox`] starts it, holding its process between fork and
+/// exec (a test's hold).
 #[allow(unsafe_code)]
-fn fork_sandbox(
-    program: &(CString, Vec<CString>),
-    hold: Option<&ChildHold>,
-) -> io::Result<Sandbox> {
+fn fork_sandbox(program: &(CString, Vec<CString>), hold: &ChildHold) -> Result<Sandbox, Spawn> {
     let (path, argv) = program;
     let env: [CString; 0] = [];
-    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| Spawn::Setup(e.into()))?;
     // SAFETY: the reaper is single-threaded (it starts no thread, and the standard library
     // starts none), so the child is a copy of a process with no other thread that could hold a
     // lock; it runs only the code below and ends in `execve` or `exit`.
-    match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
+    match unsafe { nix::unistd::fork() }.map_err(|e| Spawn::Setup(e.into()))? {
         nix::unistd::ForkResult::Child => {
             drop(read);
-            let errno = child_exec(path, argv, &env, hold);
+            let errno = child_exec(path, argv, &env, Some(hold));
             let _ = rustix::io::write(&write, &errno.to_ne_bytes());
             std::process::exit(i32::from(EXEC_FAILED_EXIT));
         }
         nix::unistd::ForkResult::Parent { child } => {
             drop(write);
             let pid = Pid::from_raw(child.as_raw())
-                .ok_or_else(|| io::Error::other("fork gave no pid"))?;
+                .ok_or_else(|| Spawn::Setup(io::Error::other("fork gave no pid")))?;
             // The child does the same; doing it here too closes the race with a group kill.
             let _ = rustix::process::setpgid(Some(pid), Some(pid));
-            rustix::io::ioctl_fionbio(&read, true)?;
+            rustix::io::ioctl_fionbio(&read, true).map_err(|e| Spawn::Setup(e.into()))?;
             Ok(Sandbox {
                 pid,
                 exec_pipe: Some(read),
