@@ -150,6 +150,8 @@
 #![deny(missing_docs)]
 
 pub mod causes;
+pub mod command_line;
+pub mod commands;
 pub mod error;
 pub mod id;
 pub mod index;

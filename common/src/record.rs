@@ -39,10 +39,6 @@ pub const RECORD_VERSION: u32 = 1;
 /// How long after its end a run that was not told is still retried (by each sweep).
 pub const TELL_WINDOW: Duration = Duration::from_secs(10 * 60);
 
-/// The program `start` puts before the program when variables are given (the sandbox clears the
-/// environment): `<sandbox> -- /usr/bin/env NAME=VALUE... <program path> <args>`.
-pub const ENV_PROGRAM: &str = "/usr/bin/env";
-
 /// A run record (format version 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -536,22 +532,15 @@ fn open_owned(path: &Path, flags: rustix::fs::OFlags) -> Result<rustix::fd::Owne
 const MAX_RECORD: u64 = 16 * 1024 * 1024;
 
 impl Launch {
-    /// The full command line the run executes:
+    /// The full command line the run executes (see [`crate::command_line`]):
     /// `<sandbox>... -- [/usr/bin/env NAME=VALUE...] <program path> <args>...`.
-    pub fn argv(&self) -> Vec<String> {
-        let mut argv = self.sandbox.clone();
-        argv.push("--".to_owned());
-        if !self.vars.is_empty() {
-            argv.push(ENV_PROGRAM.to_owned());
-            argv.extend(
-                self.vars
-                    .iter()
-                    .map(|(name, value)| format!("{name}={value}")),
-            );
-        }
-        argv.push(self.program.path.to_string_lossy().into_owned());
-        argv.extend(self.program.args.iter().cloned());
-        argv
+    pub fn argv(&self) -> Vec<std::ffi::OsString> {
+        crate::command_line::sandboxed(
+            &self.sandbox,
+            self.vars.iter(),
+            self.program.path.as_os_str(),
+            &self.program.args,
+        )
     }
 }
 

@@ -337,11 +337,11 @@ impl ServeArgs {
             (None, Some(_)) => return refuse("--as needs --way-in <socket>: where runs tell"),
             (Some(socket), Some(agent)) => {
                 must_be_absolute(socket, "--way-in")?;
-                if !is_agent_id(agent) {
+                let Ok(agent) = lnk_common::AgentId::parse(agent) else {
                     return refuse(format!(
                         "--as `{agent}` is not an agent id ([A-Za-z0-9][A-Za-z0-9._-]{{0,63}})"
                     ));
-                }
+                };
                 let keyring = match &self.keyring {
                     Some(dir) => {
                         must_be_absolute(dir, "--keyring")?;
@@ -364,7 +364,7 @@ impl ServeArgs {
                 }
                 Some(WayIn {
                     socket: absolute(socket, "--way-in")?,
-                    agent: agent.clone(),
+                    agent,
                     keyring,
                 })
             }
@@ -514,7 +514,7 @@ fn find_supervise() -> Result<PathBuf, Refusal> {
     let path = match std::env::var_os("LNK_SUPERVISE").filter(|v| !v.is_empty()) {
         Some(path) => absolute(Path::new(&path), "LNK_SUPERVISE")?,
         None => match std::env::current_exe() {
-            Ok(exe) => exe.with_file_name("lnk-link-supervise"),
+            Ok(exe) => exe.with_file_name(lnk_common::commands::SUPERVISOR),
             Err(e) => {
                 return refuse(format!(
                     "cannot find this executable to find lnk-link-supervise beside it: {e}"
@@ -530,17 +530,6 @@ fn find_supervise() -> Result<PathBuf, Refusal> {
         ));
     }
     Ok(path)
-}
-
-/// Agent ids: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`.
-fn is_agent_id(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// Link's keyring: `$LNK_KEYRING`, else `$XDG_CONFIG_HOME/lnk/keyring`, else

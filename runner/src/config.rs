@@ -1,8 +1,10 @@
 //! What `serve` was started with, checked: the limits and grants every call runs under.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use lnk_common::AgentId;
 
 /// The checked configuration of one `serve`.
 #[derive(Debug, Clone)]
@@ -23,6 +25,18 @@ pub struct Config {
     pub background: Option<Background>,
     /// The sandbox prefix.
     pub sandbox: Vec<OsString>,
+}
+
+impl Config {
+    /// The command line that runs `program` (a resolved path) with `args` under the sandbox,
+    /// with `--var`s set: [`lnk_common::command_line::sandboxed`].
+    pub fn command_line(&self, program: &Path, args: &[impl AsRef<OsStr>]) -> Vec<OsString> {
+        let vars = self
+            .vars
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()));
+        lnk_common::command_line::sandboxed(&self.sandbox, vars, program.as_os_str(), args)
+    }
 }
 
 /// The background half's settings (`--state` and the flags that come with it).
@@ -52,7 +66,7 @@ pub struct WayIn {
     /// The bridge's Unix stream socket.
     pub socket: PathBuf,
     /// The agent id whose key signs.
-    pub agent: String,
+    pub agent: AgentId,
     /// The keyring folder.
     pub keyring: PathBuf,
 }

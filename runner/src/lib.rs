@@ -19,6 +19,7 @@ mod cli;
 mod config;
 mod context;
 mod dispatch;
+mod exit_code;
 mod input;
 mod lines;
 mod program;
@@ -72,7 +73,7 @@ pub fn main() -> ExitCode {
 }
 
 /// A refusal to start: exactly one line on stderr (control characters in what the user gave
-/// are escaped, so a newline in a path cannot make two), and exit code 2.
+/// are escaped, so a newline in a path cannot make two), and [`exit_code::REFUSED`].
 fn refuse_to_start(message: &str) -> ExitCode {
     let mut line = String::with_capacity(message.len());
     for c in message.chars() {
@@ -86,7 +87,7 @@ fn refuse_to_start(message: &str) -> ExitCode {
     {
         eprintln!("lnk-link-run: {line}");
     }
-    ExitCode::from(2)
+    ExitCode::from(exit_code::REFUSED)
 }
 
 fn init_logging() {

@@ -1,40 +1,15 @@
-//! Starting a call: its argv, and the reaper that forks the sandbox and holds all it starts.
+//! Starting a call: the reaper that forks the sandbox and holds all it starts.
 
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use lnk_common::reaper::hold::{self, Step};
 use lnk_common::reaper::{LEFTOVER_GRACE, Options, Reports, launch, proven, report};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process, waitid};
-
-/// The argv of a call: `<sandbox> -- [/usr/bin/env NAME=VALUE...] <program> <args>`.
-///
-/// The `--` that ends the sandbox's own options is always added; a `--` that ended the
-/// sandbox on the command line was taken off when the flags were checked.
-pub fn call_argv(
-    sandbox: &[OsString],
-    vars: &[(String, String)],
-    program: &Path,
-    args: &[String],
-) -> Vec<OsString> {
-    let mut argv: Vec<OsString> = sandbox.to_vec();
-    argv.push("--".into());
-    if !vars.is_empty() {
-        argv.push("/usr/bin/env".into());
-        argv.extend(
-            vars.iter()
-                .map(|(name, value)| format!("{name}={value}").into()),
-        );
-    }
-    argv.push(program.as_os_str().to_owned());
-    argv.extend(args.iter().map(OsString::from));
-    argv
-}
 
 /// The hidden subcommand that makes `lnk-link-run` a call's reaper (see
 /// [`lnk_common::reaper`]); `main` takes it before anything else.
@@ -137,26 +112,5 @@ impl Reaper {
             );
         }
         self.child.wait().map(drop)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn adds_the_separator() {
-        let program = Path::new("/bin/echo");
-        let args = vec!["hi".to_owned()];
-        let plain = call_argv(&["sb".into()], &[], program, &args);
-        assert_eq!(plain, ["sb", "--", "/bin/echo", "hi"].map(OsString::from));
-    }
-
-    #[test]
-    fn passes_vars_through_env() {
-        let vars = vec![("DISPLAY".to_owned(), ":1".to_owned())];
-        let argv = call_argv(&["sb".into()], &vars, Path::new("/bin/true"), &[]);
-        let expected = ["sb", "--", "/usr/bin/env", "DISPLAY=:1", "/bin/true"];
-        assert_eq!(argv, expected.map(OsString::from));
     }
 }

@@ -67,13 +67,7 @@ impl Gate {
         out_write: OwnedFd,
     ) -> Result<Gate> {
         let (read, write) = report::pipe().context("making the gate's report pipe")?;
-        let argv: Vec<OsString> = record
-            .launch
-            .argv()
-            .into_iter()
-            .map(OsString::from)
-            .collect();
-        let mut options = Options::new(argv, RUN_STOP_GRACE, LEFTOVER_GRACE);
+        let mut options = Options::new(record.launch.argv(), RUN_STOP_GRACE, LEFTOVER_GRACE);
         options.wait_open = true;
         options.hold_start = hold::path_for(Step::RunReaper);
         options.hold_exec = hold::path_for(Step::RunExec);
@@ -82,7 +76,7 @@ impl Gate {
         // `/proc/self/exe` is this very executable even when its file was replaced since.
         let mut command = Command::new("/proc/self/exe");
         command
-            .arg0("lnk-link-supervise")
+            .arg0(lnk_common::commands::SUPERVISOR)
             .arg(GATE)
             .args(options.to_args())
             .stdin(Stdio::from(gate_read))

@@ -136,8 +136,12 @@ pub fn generate(keyring: &Path, agent: &str) -> Result<(PathBuf, PathBuf), Keyri
         source: std::io::Error::other(err.to_string()),
     })?;
     let key = SigningKey::from_bytes(&seed);
-    write_new(&key_path, 0o600, &hex(&seed))?;
-    write_new(&pub_path, 0o644, &hex(key.verifying_key().as_bytes()))?;
+    write_new(&key_path, 0o600, &hex::encode(seed))?;
+    write_new(
+        &pub_path,
+        0o644,
+        &hex::encode(key.verifying_key().as_bytes()),
+    )?;
     Ok((key_path, pub_path))
 }
 
@@ -169,23 +173,10 @@ fn write_new(path: &Path, mode: u32, text: &str) -> Result<(), KeyringError> {
         .map_err(wrap)
 }
 
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// 64 hex characters into 32 bytes.
-pub fn decode_hex32(text: &str) -> Option<[u8; 32]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
+fn decode_hex32(text: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
-    for (i, pair) in bytes.chunks(2).enumerate() {
-        let high = (pair[0] as char).to_digit(16)?;
-        let low = (pair[1] as char).to_digit(16)?;
-        out[i] = (high * 16 + low) as u8;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 

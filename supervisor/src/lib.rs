@@ -16,10 +16,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use lnk_common::commands;
 
 /// `lnk-link-supervise`: supervises Link Run's background runs.
 #[derive(Debug, Parser)]
-#[command(name = "lnk-link-supervise", version, about, long_about = None)]
+#[command(name = commands::SUPERVISOR, version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -28,14 +29,16 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Supervise run <ID> (started by `lnk-link-run`, with the run's locked lock file as stdin).
+    #[command(name = commands::SUPERVISE)]
     Supervise {
         /// The run's id.
         id: String,
         /// The state folder.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long = commands::STATE, value_name = "DIR")]
         state: PathBuf,
     },
     /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
+    #[command(name = commands::SWEEP)]
     Sweep {
         /// The state folder.
         state: PathBuf,

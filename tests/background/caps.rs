@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::procs::{wait_for_role, wait_gone};
 use crate::runs::{
-    Bg, Flags, PROMPT, WRITE, hex, listed, meta, procs_args, read, read_ok, send_tool, start,
-    started, stop, stopped_run, tool, unit, wait_ended, wait_group_gone, wait_no_supervisor,
+    Bg, Flags, PROMPT, WRITE, listed, meta, procs_args, read, read_ok, send_tool, start, started,
+    stop, stopped_run, tool, unit, wait_ended, wait_group_gone, wait_no_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes};
 use crate::serve::{ANSWER, Serve, is_error, ok, structured, text};
@@ -291,7 +291,7 @@ fn output_cap_bounds_the_file_and_offsets_stay_true(sandbox: Sandbox) {
     // and the run lasts long enough to be read while it rotates.
     let script = format!(
         "i=0; while [ $i -lt {BURSTS} ]; do \"$1\" 1 {BURST} {}; \"$2\" 0.01; i=$((i+1)); done",
-        hex(&unit)
+        hex::encode(&unit)
     );
     let id = start(
         &mut serve,

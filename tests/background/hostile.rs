@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::procs::wait_gone;
 use crate::runs::{
-    Bg, Flags, PROCS, PROMPT, WRITE, hex, list_within, listed, meta, poll, read, snapshot, start,
+    Bg, Flags, PROCS, PROMPT, WRITE, list_within, listed, meta, poll, read, snapshot, start,
     started, stop, stopped_run, supervisors, tool_within, wait_ended, wait_no_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes};
@@ -148,7 +148,10 @@ fn output_swapped_while_running(sandbox: Sandbox, how: Swap) {
     };
     let mut serve = bg.serve(&flags).start();
     let mark = bg.marker();
-    let script = format!("while :; do \"$1\" 1 2000 {}; \"$3\" 0.01; done", hex(b"x"));
+    let script = format!(
+        "while :; do \"$1\" 1 2000 {}; \"$3\" 0.01; done",
+        hex::encode(b"x")
+    );
     let id = started(&tool_within(
         &mut serve,
         "start",
@@ -194,7 +197,7 @@ fn output_swapped_after_the_end(sandbox: Sandbox, how: Swap) {
     let id = started(&tool_within(
         &mut serve,
         "start",
-        json!({"program": "lnk-test-write", "args": ["1", "3000", hex(b"x")]}),
+        json!({"program": "lnk-test-write", "args": ["1", "3000", hex::encode(b"x")]}),
         Some(meta(None)),
         PROMPT,
     ));

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::procs::{alive, wait_for_role, wait_gone};
 use crate::runs::{
-    Bg, Flags, PROCS, WRITE, hex, is_rfc3339, list, listed, meta, pattern, poll, procs_args, read,
+    Bg, Flags, PROCS, WRITE, is_rfc3339, list, listed, meta, pattern, poll, procs_args, read,
     read_ok, send_tool, snapshot, start, started, stays_alive, stop, stopped_run, supervisors,
     tool, unit, wait_ended, wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
@@ -143,7 +143,7 @@ fn read_gives_the_tail_and_offsets(sandbox: Sandbox) {
     let total: u64 = 100_000;
     let script = format!(
         "\"$1\" 1 {total} {} && exec \"$2\" linger \"$3\" 120",
-        hex(&unit)
+        hex::encode(&unit)
     );
     let id = start(
         &mut serve,

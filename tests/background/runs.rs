@@ -556,11 +556,6 @@ pub fn unit() -> Vec<u8> {
     (0x21u8..0x21 + 89).collect()
 }
 
-/// Hex of bytes, as `lnk-test-write` reads its units.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Bytes `[from, from + len)` of what `lnk-test-write` writes with `unit`.
 pub fn pattern(unit: &[u8], from: u64, len: usize) -> String {
     let n = unit.len() as u64;

@@ -120,8 +120,8 @@ fn output_keeps_head_and_tail(sandbox: Sandbox) {
     let err_unit = b"ERR-stream-ABCDEFGHIJKLMNOPQRSTUVWXYZ-";
     let (out_n, err_n) = (100_000_000usize, 3_000_000usize);
     let result = serve.call(json!({"program": "lnk-test-write", "args": [
-        "1", out_n.to_string(), hex(out_unit),
-        "2", err_n.to_string(), hex(err_unit),
+        "1", out_n.to_string(), hex::encode(out_unit),
+        "2", err_n.to_string(), hex::encode(err_unit),
     ]}));
     let value = ran(&result);
     assert_eq!(value["exit_code"], 0, "{result}");
@@ -178,13 +178,15 @@ fn output_at_the_limit_is_whole(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
     let mut serve = setup.serve().output("1KiB").start();
     let unit = b"abcdefghij";
-    let result = serve.call(json!({"program": "lnk-test-write", "args": ["1", "1024", hex(unit)]}));
+    let result =
+        serve.call(json!({"program": "lnk-test-write", "args": ["1", "1024", hex::encode(unit)]}));
     assert_eq!(ran(&result)["stdout_bytes"], 1024, "{result}");
     let whole = text(&result);
     assert!(whole.contains(pattern(unit, 0, 1024).trim()), "{whole}");
     assert!(left_out_lines(&whole).is_empty(), "{whole}");
 
-    let result = serve.call(json!({"program": "lnk-test-write", "args": ["1", "1025", hex(unit)]}));
+    let result =
+        serve.call(json!({"program": "lnk-test-write", "args": ["1", "1025", hex::encode(unit)]}));
     assert_eq!(ran(&result)["stdout_bytes"], 1025, "{result}");
     let cut = text(&result);
     assert!(
@@ -200,7 +202,7 @@ fn output_cuts_keep_utf8_whole(sandbox: Sandbox) {
     // 8 bytes a side: a three-byte '€' can never end exactly there.
     let mut serve = setup.serve().output("16").start();
     let result = serve.call(json!({"program": "lnk-test-write", "args": [
-        "1", "120", hex("€".as_bytes()), "2", "123", hex("€".as_bytes()),
+        "1", "120", hex::encode("€".as_bytes()), "2", "123", hex::encode("€".as_bytes()),
     ]}));
     let value = ran(&result);
     assert_eq!(value["stdout_bytes"], 120, "{result}");
@@ -223,9 +225,4 @@ fn output_cuts_keep_utf8_whole(sandbox: Sandbox) {
     let result = serve.call(json!({"program": "lnk-test-write", "args": ["1", "3", "61ff62"]}));
     assert_eq!(ran(&result)["stdout_bytes"], 3, "{result}");
     assert!(text(&result).contains("a\u{FFFD}b"), "{result}");
-}
-
-/// Hex of bytes, as `lnk-test-write` reads its units.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -51,11 +51,5 @@ fn write_repeated(out: &mut impl Write, count: u64, unit: &[u8]) -> std::io::Res
 
 /// Decodes a non-empty hex string.
 fn hex(text: &str) -> Option<Vec<u8>> {
-    if text.is_empty() || !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    hex::decode(text).ok().filter(|bytes| !bytes.is_empty())
 }

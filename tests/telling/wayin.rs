@@ -246,13 +246,8 @@ fn reply(mut stream: &UnixStream, answer: Answer) -> std::io::Result<()> {
 
 /// 64 hex characters into 32 bytes.
 pub fn decode_hex32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 

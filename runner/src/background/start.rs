@@ -5,7 +5,8 @@
 use std::process::{Command, Stdio};
 
 use lnk_common::Causes;
-use lnk_common::id::{AgentId, RunId};
+use lnk_common::commands;
+use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::lock::{self, StartLock};
 use lnk_common::record::{FileId, Launch, Limits, Program, Record, TellTo};
@@ -98,14 +99,11 @@ fn prepare(
             background.hops
         )));
     }
-    let tell_to = match &background.way_in {
-        Some(way_in) => Some(TellTo {
-            way_in: way_in.socket.clone(),
-            agent: AgentId::parse(&way_in.agent).map_err(|e| Answer::refusal(e.to_string()))?,
-            keyring: way_in.keyring.clone(),
-        }),
-        None => None,
-    };
+    let tell_to = background.way_in.as_ref().map(|way_in| TellTo {
+        way_in: way_in.socket.clone(),
+        agent: way_in.agent.clone(),
+        keyring: way_in.keyring.clone(),
+    });
     let sandbox = config
         .sandbox
         .iter()
@@ -223,9 +221,9 @@ fn launch_run_failing(
     let spawned = fail(Step::Supervisor).and_then(|()| {
         let mut command = Command::new(&background.supervise);
         command
-            .arg("supervise")
+            .arg(commands::SUPERVISE)
             .arg(id.as_str())
-            .arg("--state")
+            .arg(format!("--{}", commands::STATE))
             .arg(&background.state)
             .stdin(Stdio::from(undo.hand_over_lock()?))
             .stdout(Stdio::from(slot.into_file()))
@@ -386,7 +384,7 @@ mod tests {
     fn way_in() -> WayIn {
         WayIn {
             socket: PathBuf::from("/run/lnk/way-in.sock"),
-            agent: "ada".into(),
+            agent: lnk_common::AgentId::parse("ada").unwrap_or_else(|e| panic!("{e}")),
             keyring: PathBuf::from("/home/ada/.config/lnk/keyring"),
         }
     }

@@ -8,7 +8,7 @@ pub fn start_sweep(background: &crate::config::Background) {
     let state = lnk_common::layout::StateDir::new(&background.state);
     let mut command = std::process::Command::new(&background.supervise);
     command
-        .arg("sweep")
+        .arg(lnk_common::commands::SWEEP)
         .arg(&background.state)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -48,12 +48,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         Mode::empty(),
     )?;
     let program = format!("/proc/self/fd/{}", exe.as_raw_fd());
-    let argv = crate::spawn::call_argv(
-        &config.sandbox,
-        &config.vars,
-        Path::new(&program),
-        &[SUBCOMMAND.to_owned()],
-    );
+    let argv = config.command_line(Path::new(&program), &[SUBCOMMAND]);
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let Some((sandbox, args)) = argv.split_first() else {

@@ -25,6 +25,7 @@ use std::time::Duration;
 pub use wire::SUBCOMMAND;
 
 use crate::config::Config;
+use crate::exit_code;
 use verdict::{Finding, Outcome};
 
 /// Puts a fresh random marker into this process's environment, for the probe to look for.
@@ -46,7 +47,7 @@ pub fn hold_marker() {
 fn random_hex() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Some(hex::encode(bytes))
 }
 
 /// What the check found, or why it could not look.
@@ -137,7 +138,7 @@ pub fn before_serving(config: &Config) -> Result<Vec<String>, String> {
 }
 
 /// `lnk-link-run check`: the same probe, reported to a person on stdout, one line per check.
-/// Exit 0 when serve would start, 1 when it would refuse.
+/// Exit 0 when serve would start, [`exit_code::WOULD_REFUSE`] when it would refuse.
 pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
     let mut out = String::new();
     let sandbox: Vec<String> = config
@@ -156,7 +157,7 @@ pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
         Err(line) => {
             out.push_str(&format!("FAIL  running the probe: {line}\n"));
             out.push_str("serve would refuse to start\n");
-            1
+            exit_code::WOULD_REFUSE
         }
         Ok(checked) => {
             for finding in &checked.findings {
@@ -169,7 +170,7 @@ pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
                 checked.elapsed.as_millis(),
                 if refuses { "refuse to start" } else { "start" }
             ));
-            u8::from(refuses)
+            if refuses { exit_code::WOULD_REFUSE } else { 0 }
         }
     };
     let mut stdout = std::io::stdout().lock();
@@ -178,7 +179,7 @@ pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
         .and_then(|()| stdout.flush())
         .is_err()
     {
-        return ExitCode::from(2);
+        return ExitCode::from(exit_code::UNREPORTED);
     }
     ExitCode::from(code)
 }

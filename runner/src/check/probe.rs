@@ -60,7 +60,7 @@ pub fn run() -> ExitCode {
 fn fail(message: &str) -> ExitCode {
     // stderr is serve's to read: it quotes it when the probe gives no answer.
     let _ = writeln!(std::io::stderr(), "lnk-link-run sandbox-probe: {message}");
-    ExitCode::from(3)
+    ExitCode::from(crate::exit_code::PROBE_FAILED)
 }
 
 /// Tries everything the request asks.

@@ -10,7 +10,7 @@ use crate::call::{self, CallSpec, Ended};
 use crate::config::Config;
 use crate::context::ToolContext;
 use crate::input::InputBudget;
-use crate::{program, render, spawn, workdir};
+use crate::{program, render, workdir};
 
 /// Runs a `command` call on the calling thread; `None` when it was cancelled.
 pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Option<ToolAnswer> {
@@ -62,7 +62,7 @@ pub fn prepare(
         None => None,
     };
     Ok(CallSpec {
-        argv: spawn::call_argv(&config.sandbox, &config.vars, &program, &args.args),
+        argv: config.command_line(&program, &args.args),
         cwd,
         input,
         timeout: config.timeout,

@@ -1,0 +1,17 @@
+//! How `lnk-link-run` starts `lnk-link-supervise`: the binary's name and the subcommands
+//! `serve` calls. They are part of the contract between the two binaries, which never link
+//! each other's code, so both take them from here.
+//!
+//! | command line | started by |
+//! |---|---|
+//! | `lnk-link-supervise supervise <id> --state <state>` | `start`, once per run, with the run's locked lock file as stdin and its slot as stdout |
+//! | `lnk-link-supervise sweep <state>` | `serve`, at its start and then every minute |
+
+/// The supervisor's executable name; `serve` looks for it beside its own executable.
+pub const SUPERVISOR: &str = "lnk-link-supervise";
+/// The subcommand that supervises one run.
+pub const SUPERVISE: &str = "supervise";
+/// The subcommand that sweeps a state folder.
+pub const SWEEP: &str = "sweep";
+/// The long flag (without its dashes) that names the state folder of a run to supervise.
+pub const STATE: &str = "state";
