@@ -302,10 +302,13 @@ mod tests {
     fn a_reaped_child_is_gone() {
         let mut child = Command::new("true").spawn().unwrap();
         let pid = ProcessId::new(i64::from(child.id())).unwrap();
+        // Unreaped (running or a zombie), the child still has its start time.
+        let started = start_time(pid).unwrap().unwrap();
+        assert_eq!(check_process(pid, started).unwrap(), Liveness::Same);
         child.wait().unwrap();
         // Reaped: the pid is free. (Reuse within this instant would need the whole pid space to
         // wrap; if it happened the answer would be Other, never Same.)
-        assert_ne!(check_process(pid, 0).unwrap(), Liveness::Same);
+        assert_ne!(check_process(pid, started).unwrap(), Liveness::Same);
         assert_eq!(start_time(pid).unwrap(), None);
     }
 

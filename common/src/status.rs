@@ -239,6 +239,10 @@ mod tests {
             json!({"state": "exited", "ended_at_ms": 1, "exit": {"code": 0, "signal": 9}}),
         )
         .unwrap_err();
-        assert!(!err.to_string().is_empty());
+        // An exit is a code or a signal, never both.
+        assert!(
+            err.to_string().contains("expected map with a single key"),
+            "{err}"
+        );
     }
 }

@@ -266,10 +266,15 @@ fn progress_only_increases_even_after_a_stall() {
 #[test]
 fn a_client_that_does_not_read_cannot_grow_serve() {
     use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsFd;
     let files = tempfile::tempdir().unwrap();
     let mut serve = serve_piped(files.path());
     let pid = serve.id();
     let mut stdin = serve.stdin.take().unwrap();
+    let stdout = serve.stdout.take().unwrap();
+    // A second handle on the stdin pipe, to see how full it is; closed before the end, so
+    // that serve still sees its stdin end.
+    let stdin_pipe = stdin.as_fd().try_clone_to_owned().unwrap();
     // Each small request is answered with the whole tool list: unread, the answers would
     // pile up in serve without a bound.
     let writer = std::thread::spawn(move || {
@@ -280,7 +285,8 @@ fn a_client_that_does_not_read_cannot_grow_serve() {
             }
         }
     });
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    held_back(pid, stdin_pipe.as_fd(), stdout.as_fd());
+    drop(stdin_pipe);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let rss_kib: u64 = status
         .lines()
@@ -289,10 +295,48 @@ fn a_client_that_does_not_read_cannot_grow_serve() {
         .unwrap();
     assert!(rss_kib < 48 * 1024, "serve grew to {rss_kib} KiB");
     // Everything is still answered once the client reads.
-    let answered = BufReader::new(serve.stdout.take().unwrap()).lines().count();
+    let answered = BufReader::new(stdout).lines().count();
     writer.join().unwrap();
     assert_eq!(answered, 20_000);
     assert!(serve.wait().unwrap().success());
+}
+
+/// Waits until serve holds back: answers nobody reads wait in its stdout pipe, its stdin
+/// pipe is full of requests it does not take, none of its threads runs, and neither pipe
+/// moved since the last look (a serve without a bound would go on reading and answering, and
+/// grow). Panics after a minute.
+fn held_back(pid: u32, stdin: std::os::fd::BorrowedFd<'_>, stdout: std::os::fd::BorrowedFd<'_>) {
+    let pending = |pipe| rustix::io::ioctl_fionread(pipe).unwrap();
+    let capacity = rustix::pipe::fcntl_getpipe_size(stdin).unwrap() as u64;
+    let asleep = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .all(|task| {
+                let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+                // The state follows the command's closing parenthesis.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| !rest.starts_with('R'))
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut last = None;
+    loop {
+        let now = (pending(stdin), pending(stdout));
+        // Within a page of full, the stdin pipe has no room for another request.
+        let held = now.0 + 4096 >= capacity && now.1 > 0 && asleep();
+        if held && last == Some(now) {
+            return;
+        }
+        last = held.then_some(now);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve never held back: {} bytes of {capacity} wait in its stdin, {} in its stdout",
+            now.0,
+            now.1,
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 #[test]
