@@ -58,6 +58,11 @@ pub struct Record {
     /// gate; absent in records of older gates, which became the sandbox by `exec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxGroup>,
+    /// The run's supervisor, which a stop signals ([`crate::stop`]); written with `group`, once
+    /// the supervisor can hear that signal. Absent until then, and in records of older
+    /// supervisors, which watched their lock file instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<Supervisor>,
     /// Why the run could not start, when it could not (the sandbox could not be executed, the
     /// gate could not set up); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +165,16 @@ pub struct SandboxGroup {
     pub pgid: Option<ProcessId>,
 }
 
+/// The run's supervisor process: its pid and start time, which together name it on this boot
+/// however pids are reused ([`crate::proc_info`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Supervisor {
+    /// Its pid.
+    pub pid: ProcessId,
+    /// Its start time: `/proc/<pid>/stat` field 22, clock ticks after boot.
+    pub start_time: u64,
+}
+
 /// The output file's counters.
 ///
 /// The file holds the bytes `[dropped_bytes, dropped_bytes + its length)` of everything the run
@@ -208,6 +223,7 @@ impl Record {
             launch,
             group: None,
             sandbox: None,
+            supervisor: None,
             failure: None,
             status: Status::Running,
             output: Output::default(),

@@ -8,7 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use lnk_common::record::{FileId, Group, Limits, Program, SandboxGroup, TellTo, Telling};
+use lnk_common::record::{
+    FileId, Group, Limits, Program, SandboxGroup, Supervisor, TellTo, Telling,
+};
 use lnk_common::{AgentId, Exit, ProcessId, Record, RunId, State, StateDir, Status, UnixMs};
 
 fn data(name: &str) -> PathBuf {
@@ -154,11 +156,32 @@ fn a_gates_record_v1_names_the_session_and_the_sandbox_group() {
 }
 
 #[test]
+fn a_running_record_v1_names_its_supervisor() {
+    let r = load_fixture("record-v1-supervisor.json", "c1d2e3f4g5h6i7j8k9l0");
+    assert_eq!(r.status, Status::Running);
+    assert_eq!(
+        r.supervisor,
+        Some(Supervisor {
+            pid: ProcessId::new(61302).unwrap(),
+            start_time: 2_345_670,
+        })
+    );
+    // Records of older supervisors name none (they watched their lock file instead).
+    for (name, id) in [
+        ("record-v1.json", "k3v9x2m7q8w4n5p6r1t0"),
+        ("record-v1-gate.json", "b7c8d9e0f1g2h3i4j5k6"),
+    ] {
+        assert_eq!(load_fixture(name, id).supervisor, None, "{name}");
+    }
+}
+
+#[test]
 fn fixtures_survive_a_rewrite_unchanged_in_meaning() {
     for name in [
         "record-v1.json",
         "record-v1-running.json",
         "record-v1-gate.json",
+        "record-v1-supervisor.json",
     ] {
         let bytes = std::fs::read(data(name)).unwrap();
         let r = Record::from_json(&bytes, &data(name)).unwrap();
