@@ -372,6 +372,8 @@ pub enum Op {
     Descriptor,
     /// Reserving space in a file (`fallocate`).
     Reserve,
+    /// Signalling a process (the path names it: `/proc/<pid>`).
+    Signal,
 }
 
 impl fmt::Display for Op {
@@ -389,6 +391,7 @@ impl fmt::Display for Op {
             Op::List => "listing",
             Op::Descriptor => "setting up the descriptor of",
             Op::Reserve => "reserving space in",
+            Op::Signal => "signalling",
         })
     }
 }

@@ -191,9 +191,11 @@ impl StateDir {
 
     /// Asks run `id` to stop by creating `<id>.stop` (already present is fine), never
     /// through a link: a link, or anything but a regular file of the user's, in its place is
-    /// removed first (it is damaged, and means nothing). Then `<id>.lock` is opened for writing
-    /// and closed, so a supervisor that watches its own lock file (inotify `IN_CLOSE_WRITE`;
-    /// nobody else ever opens a lock for writing) learns of the request without polling.
+    /// removed first (it is damaged, and means nothing). Then the run's supervisor, once proven
+    /// to be the process its record names, is sent SIGURG, so that it looks at `<id>.stop`
+    /// without polling ([`crate::stop`]). That signal is best effort: `<id>.stop` is the
+    /// request, and a supervisor not named yet looks at it by itself; a failure to signal is
+    /// logged.
     pub fn request_stop(&self, id: &RunId) -> Result<(), Error> {
         let path = self.stop(id);
         let create = || {
@@ -226,17 +228,10 @@ impl StateDir {
             remove_damaged(&path)?;
             create().map_err(|e| Error::io(Op::Create, &path, e))?;
         }
-        self.nudge(id);
+        if let Err(err) = crate::stop::wake(self, id) {
+            tracing::warn!(%id, "{err}; its supervisor was not signalled and sees the stop only when it next wakes");
+        }
         Ok(())
-    }
-
-    /// Opens `<id>.lock` for writing and closes it, writing nothing: the event a supervisor
-    /// waits for. A missing or foreign lock file is left alone (best effort: the stop file
-    /// is the request, this only wakes).
-    fn nudge(&self, id: &RunId) {
-        let path = self.lock(id);
-        let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        drop(rustix::fs::open(&path, flags, Mode::empty()));
     }
 
     /// Whether run `id` is asked to stop: `<id>.stop` exists as a regular file of the user's

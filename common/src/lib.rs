@@ -143,9 +143,10 @@
 //!
 //! # Stopping
 //!
-//! Creating `<id>.stop` (never through a link: [`layout::StateDir::request_stop`]), then
-//! opening `<id>.lock` for writing and closing it, asks the run to stop; its supervisor, which
-//! watches its lock for that close without polling ([`stop`]), stops the run (SIGTERM, then
+//! Creating `<id>.stop` (never through a link: [`layout::StateDir::request_stop`]) asks the run
+//! to stop; then its supervisor, named in the record (`supervisor`) and proven by its pid and
+//! start time, is sent SIGURG, which it reads from a signalfd in the `poll` it sleeps in
+//! ([`stop`]): no polling, and no inotify instance per run. It stops the run (SIGTERM, then
 //! SIGKILL two seconds later) and records `stopped`.
 
 #![deny(missing_docs)]

@@ -1,60 +1,146 @@
-//! The stop protocol, asked and heard, with no one polling.
+//! The stop protocol, asked and heard, with no one polling and no kernel object per run of the
+//! kinds a user may hold only a few of.
 //!
 //! **Asking** ([`StateDir::request_stop`](crate::layout::StateDir::request_stop)): create
 //! `<id>.stop` (safely: never through a link, replaced if it is not a regular file of the
-//! user's), then open `<id>.lock` for writing and close it, writing nothing. Nothing else opens
-//! a live run's lock for writing (the lock protocol opens locks read-only; the supervisor
-//! writes a kept end there only after it stopped watching), so that close is this run's stop
-//! and only this run's.
+//! user's), then [`wake`] the run's supervisor: send it [`WAKE`] (SIGURG) once it is proven to be
+//! that supervisor. The record names it (`supervisor`: its pid and start time, on the record's
+//! boot); a pidfd is opened on that pid, and only if the process at the pid then has the
+//! recorded start time is the signal sent, through that pidfd. So the signal reaches the
+//! supervisor or, if it ended meanwhile, no one: never a process that got the pid since. A
+//! record that names no supervisor yet is not signalled; its supervisor looks for itself.
 //!
-//! **Hearing** ([`Watch`]): the run's supervisor watches the very inode it holds locked,
-//! through its own descriptor (`/proc/self/fd/<n>`), with inotify `IN_CLOSE_WRITE`. It sleeps in
-//! `poll` until that event (or its deadline, its program's output or end, a signal), then asks
+//! **Hearing** ([`Listener`]): the supervisor blocks SIGURG before anything else and reads it
+//! from a signalfd, in the one `poll` it sleeps in (with its deadline, its program's output and
+//! end, and its other signals). Only then does it name itself in the record, and after that it
+//! looks at `<id>.stop` once: a stop asked before the record named the supervisor is seen by
+//! that look; one asked after finds the record naming it and signals it. At each SIGURG it asks
 //! [`StateDir::stop_requested`](crate::layout::StateDir::stop_requested), which counts only a
-//! regular `<id>.stop` of the user's. A watch on the state folder itself would wake every
-//! supervisor at every record written by any run; this one wakes only the run asked to stop.
-//! A supervisor looks once right after it starts watching, for a stop asked before.
+//! regular `<id>.stop` of the user's, so a stray SIGURG stops nothing.
+//!
+//! SIGURG, because its default action is to be ignored: should the proof ever fail (a pid reused
+//! within one clock tick of the supervisor's start), the process reached is not harmed. A
+//! signalfd is a plain descriptor; an inotify instance per supervisor, as before, capped a user
+//! at `fs.inotify.max_user_instances` (128 by default) live runs. A signal mask is inherited
+//! across `exec`: the run's gate does not keep the supervisor's ([`crate::reaper::launch`] sets
+//! it). The one who asks and the supervisor must see the same pids (one pid namespace), as a
+//! sweep's kill rule assumes: from another namespace nothing is proven and nothing signalled.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::PathBuf;
 
-use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags};
 
 use crate::error::{Error, Op};
+use crate::id::RunId;
+use crate::layout::StateDir;
+use crate::proc_info;
+use crate::record::{Record, Supervisor};
 
-/// A watch on a run's lock file for the close that asks the run to stop.
-#[derive(Debug)]
-pub struct Watch {
-    inotify: OwnedFd,
+/// The signal that tells a supervisor to look at its `<id>.stop`.
+pub const WAKE: Signal = Signal::SIGURG;
+
+fn wake_set() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(WAKE);
+    set
 }
 
-impl Watch {
-    /// Watches the file `lock` is open on (the supervisor's locked `<id>.lock`).
-    pub fn new(lock: &impl AsFd) -> Result<Self, Error> {
-        let path = format!("/proc/self/fd/{}", lock.as_fd().as_raw_fd());
-        let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
-            .map_err(|e| Error::io(Op::Open, "inotify", e))?;
-        inotify::add_watch(&inotify, &path, WatchFlags::CLOSE_WRITE)
-            .map_err(|e| Error::io(Op::Open, &path, e))?;
-        Ok(Self { inotify })
+/// A supervisor's ear for [`WAKE`]: the signal blocked, and readable from a descriptor.
+#[derive(Debug)]
+pub struct Listener {
+    fd: SignalFd,
+}
+
+impl Listener {
+    /// Blocks [`WAKE`] in the calling thread (a supervisor has no other) and opens its
+    /// signalfd. From here on a wake-up waits in the descriptor until [`take`](Self::take).
+    pub fn new() -> io::Result<Self> {
+        let set = wake_set();
+        set.thread_block().map_err(io::Error::from)?;
+        let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .map_err(io::Error::from)?;
+        Ok(Self { fd })
     }
 
     /// The descriptor to poll: readable once a stop may have been asked.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.inotify.as_fd()
+        self.fd.as_fd()
     }
 
-    /// Reads the events that came; whether there were any.
+    /// Takes the pending wake-ups; whether there were any.
     pub fn take(&self) -> bool {
-        let mut buf = [0u8; 1024];
         let mut any = false;
-        // Non-blocking: EAGAIN ends the reading once the queue is empty.
-        while let Ok(n) = rustix::io::read(&self.inotify, &mut buf) {
-            if n == 0 {
-                break;
-            }
+        // Non-blocking: "nothing pending" ends the reading; no other error can come from a
+        // signalfd of ours.
+        while let Ok(Some(_)) = self.fd.read_signal() {
             any = true;
         }
         any
+    }
+}
+
+/// What [`wake`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// The run's supervisor was sent [`WAKE`].
+    Signalled,
+    /// The record names no supervisor (not yet, or written on another boot, or by an older
+    /// supervisor): no one is signalled.
+    NotNamed,
+    /// The supervisor it names is gone: its pid is free, or another process's.
+    Gone,
+}
+
+/// Wakes run `id`'s supervisor, as the module says. A missing record names no one.
+pub fn wake(state: &StateDir, id: &RunId) -> Result<Woken, Error> {
+    let record = match Record::load(state, id) {
+        Ok(record) => record,
+        Err(e) if e.is_not_found() => return Ok(Woken::NotNamed),
+        Err(e) => return Err(e),
+    };
+    match record.supervisor {
+        Some(supervisor) => signal_supervisor(supervisor, &record.boot_id),
+        None => Ok(Woken::NotNamed),
+    }
+}
+
+/// Sends [`WAKE`] to `supervisor`, recorded on boot `boot_id`, once it is proven to be that
+/// process (see the module docs).
+pub fn signal_supervisor(supervisor: Supervisor, boot_id: &str) -> Result<Woken, Error> {
+    if boot_id != proc_info::boot_id()? {
+        return Ok(Woken::NotNamed);
+    }
+    let path = || PathBuf::from(format!("/proc/{}", supervisor.pid));
+    let Some(pid) = Pid::from_raw(supervisor.pid.get()) else {
+        return Ok(Woken::NotNamed);
+    };
+    // The pidfd holds whichever process has the pid now; the start time read after it says
+    // whether that one is the supervisor.
+    let pidfd = match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
+        Ok(fd) => Some(fd),
+        Err(Errno::SRCH) => return Ok(Woken::Gone),
+        // Kernels before 5.3: the pid itself, proven just before (the signal is harmless to
+        // anyone else).
+        Err(Errno::NOSYS) => None,
+        Err(e) => return Err(Error::io(Op::Signal, path(), e)),
+    };
+    if proc_info::start_time(supervisor.pid)? != Some(supervisor.start_time) {
+        return Ok(Woken::Gone);
+    }
+    let signal = rustix::process::Signal::URG;
+    let sent = match &pidfd {
+        Some(fd) => rustix::process::pidfd_send_signal(fd, signal),
+        None => rustix::process::kill_process(pid, signal),
+    };
+    match sent {
+        Ok(()) => Ok(Woken::Signalled),
+        Err(Errno::SRCH) => Ok(Woken::Gone),
+        Err(e) => Err(Error::io(Op::Signal, path(), e)),
     }
 }
 
@@ -63,22 +149,45 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::proc_info::ProcessId;
+
+    fn child() -> (std::process::Child, Supervisor) {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = ProcessId::new(i64::from(child.id())).unwrap();
+        let start_time = proc_info::start_time(pid).unwrap().unwrap();
+        (child, Supervisor { pid, start_time })
+    }
 
     #[test]
-    fn a_close_after_writing_access_is_heard_and_a_read_only_open_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.lock");
-        std::fs::write(&path, b"").unwrap();
-        let held = std::fs::File::open(&path).unwrap();
-        let watch = Watch::new(&held).unwrap();
-        assert!(!watch.take());
-        drop(std::fs::File::open(&path).unwrap());
-        assert!(
-            !watch.take(),
-            "a read-only open (a lock test) is not a stop"
+    fn wake_is_the_signal_sent() {
+        assert_eq!(rustix::process::Signal::URG.as_raw(), WAKE as i32);
+    }
+
+    #[test]
+    fn only_the_recorded_process_of_this_boot_is_signalled() {
+        let boot = proc_info::boot_id().unwrap();
+        let (mut child, supervisor) = child();
+        assert_eq!(
+            signal_supervisor(supervisor, &boot).unwrap(),
+            Woken::Signalled
         );
-        drop(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
-        assert!(watch.take());
-        assert!(!watch.take());
+        // SIGURG's default action is to be ignored: the process reached lives on.
+        assert!(child.try_wait().unwrap().is_none(), "SIGURG killed it");
+        let other = Supervisor {
+            start_time: supervisor.start_time + 1,
+            ..supervisor
+        };
+        assert_eq!(signal_supervisor(other, &boot).unwrap(), Woken::Gone);
+        assert_eq!(
+            signal_supervisor(supervisor, "another-boot").unwrap(),
+            Woken::NotNamed
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Reaped: its pid is free (or someone else's, with another start time).
+        assert_eq!(signal_supervisor(supervisor, &boot).unwrap(), Woken::Gone);
     }
 }

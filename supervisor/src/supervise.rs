@@ -1,17 +1,20 @@
 //! `supervise <id> --state <dir>`: one background run's supervisor, for the run's whole life.
 //!
 //! In order:
-//! 1. take over the run's lock from stdin (`start` locked it and handed it over) and hold it
+//! 1. block the stop signal and open its signalfd ([`lnk_common::stop`]), before anything
+//!    else; take over the run's lock from stdin (`start` locked it and handed it over) and hold it
 //!    until exit — the kernel frees it however this process dies, which is how a sweep knows;
 //!    become a child subreaper, so that what a killed gate leaves is reparented here;
 //! 2. open the output file under the files folder (through a folder handle, no links);
 //! 3. start the run's gate ([`crate::gate`]), the run's reaper, as the leader of a new session
 //!    and process group, its stdout and stderr on one pipe;
-//! 4. write the group and the session (the gate's pid, its start time, the boot id) into the
-//!    record, then open the gate — so no process of the run exists that the record does not
+//! 4. write the group and the session (the gate's pid, its start time, the boot id) and this
+//!    supervisor (its pid and start time, which a stop signals) into the record, then open the
+//!    gate — so no process of the run exists that the record does not
 //!    name; the gate forks the sandbox, whose own group is recorded as soon as the gate reports it;
 //! 5. copy the pipe into the output file, rotating at the cap, and sleep in one `poll` until
-//!    something happens ([`watch`]); at the timeout, when `<id>.stop` is asked for, or on
+//!    something happens ([`watch`]); at the timeout, when `<id>.stop` is asked for (looked at
+//!    once, then at each stop signal), or on
 //!    SIGTERM/SIGINT/SIGHUP (then the run is `lost`), ask the gate to stop the run: SIGTERM to
 //!    it all, SIGKILL two seconds later;
 //! 6. once the gate has ended (it kills leftovers a second after the sandbox's end), kill
@@ -30,10 +33,12 @@ use lnk_common::layout::StateDir;
 use lnk_common::lock::LockGuard;
 use lnk_common::proc_info::{self, ProcessId};
 use lnk_common::reaper::children;
-use lnk_common::record::{Group as RecordGroup, Record, SandboxGroup};
+use lnk_common::record::{
+    Group as RecordGroup, Record, SandboxGroup, Supervisor as RecordSupervisor,
+};
 use lnk_common::safe_open::FilesDir;
 use lnk_common::status::Status;
-use lnk_common::stop::Watch;
+use lnk_common::stop::Listener;
 use lnk_common::time::UnixMs;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
@@ -55,6 +60,9 @@ pub const HOLD_GATE_ENV: &str = "LNK_SUPERVISE_HOLD_GATE";
 
 /// Supervises run `id` of `state` to its end.
 pub fn run(id: &str, state: PathBuf) -> Result<()> {
+    // First: a stop signal from now on waits in the descriptor (the record names this process
+    // only later, so none can come before).
+    let stop = Listener::new().context("listening for a stop")?;
     let id = RunId::parse(id)?;
     let state = StateDir::open(&state)?;
     let lock =
@@ -66,7 +74,7 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
         tracing::info!(%id, "the run has ended already; nothing to supervise");
         return Ok(());
     }
-    let result = supervise(&state, &mut record, &quit, &lock);
+    let result = supervise(&state, &mut record, &quit, &stop);
     if let Err(err) = &result {
         tracing::error!(%id, "{err:#}");
         if record.status.is_running() {
@@ -88,7 +96,7 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
     result
 }
 
-fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, lock: &LockGuard) -> Result<()> {
+fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, stop: &Listener) -> Result<()> {
     let files = FilesDir::open(&record.launch.files)?;
     // The working folder, opened from the files folder without following any link: the
     // agent may have put a link in its place since `start`.
@@ -104,7 +112,6 @@ fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, lock: &LockGuar
         .context("opening the run's working folder")?;
     let background = files.ensure_background_dir()?;
     let mut output = OutputFile::open(background, record)?;
-    let stop = Watch::new(lock.file()).context("watching the run's lock for a stop")?;
 
     let (gate_read, gate_write) = pipe_with(PipeFlags::CLOEXEC)?;
     let (out_read, out_write) = pipe_with(PipeFlags::CLOEXEC)?;
@@ -137,7 +144,7 @@ fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, lock: &LockGuar
         record: &mut *record,
         quit,
         gate: &mut gate,
-        stop: &stop,
+        stop,
         output: &mut output,
         pipe: Some(std::fs::File::from(out_read)),
         deadline,
@@ -204,7 +211,9 @@ fn end_gate(gate: &mut Gate) {
     }
 }
 
-/// Names the group and the session in the record, durably, before the gate opens.
+/// Names the group, the session and this supervisor in the record, durably, before the gate
+/// opens. From this write on, a stop signals this process; one asked before is seen by the
+/// watch's first look at `<id>.stop`.
 fn record_group(state: &StateDir, record: &mut Record, gate: &Gate) -> Result<()> {
     let pid = gate.pid().ok_or_else(|| anyhow!("the gate has no pid"))?;
     let leader = ProcessId::new(i64::from(pid.as_raw_nonzero().get())).context("the gate's pid")?;
@@ -218,6 +227,13 @@ fn record_group(state: &StateDir, record: &mut Record, gate: &Gate) -> Result<()
     record.sandbox = Some(SandboxGroup {
         session: leader,
         pgid: None,
+    });
+    let me = ProcessId::this()?;
+    let my_start = proc_info::start_time(me)?
+        .ok_or_else(|| anyhow!("this supervisor (pid {}) has no start time", me.get()))?;
+    record.supervisor = Some(RecordSupervisor {
+        pid: me,
+        start_time: my_start,
     });
     record.boot_id = proc_info::boot_id()?;
     record.store(state)?;

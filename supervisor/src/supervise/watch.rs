@@ -1,7 +1,7 @@
 //! The supervisor's loop while the run lives: one `poll`, and no periodic wake-up.
 //!
-//! It sleeps until one of: a signal to the supervisor, the stop watch on its lock
-//! ([`lnk_common::stop`]), the gate's reports (the sandbox started, ended, could not be
+//! It sleeps until one of: a signal to the supervisor, the stop signal
+//! ([`lnk_common::stop`]: SIGURG, after which `<id>.stop` is looked at), the gate's reports (the sandbox started, ended, could not be
 //! executed; their end is the gate's), the run's output, or the deadline, which is the poll's
 //! timeout rather than a tick. At the deadline, a stop or a signal it asks the gate to stop the
 //! run (SIGTERM to the gate, which sends SIGTERM to the run and SIGKILL two seconds later); once
@@ -18,7 +18,7 @@ use lnk_common::reaper::hold::{self, Step};
 use lnk_common::reaper::{Event, RUN_STOP_GRACE};
 use lnk_common::record::{Record, SandboxGroup};
 use lnk_common::status::Exit;
-use lnk_common::stop::Watch;
+use lnk_common::stop::Listener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::quit::Quit;
@@ -63,7 +63,7 @@ pub struct Run<'a> {
     pub record: &'a mut Record,
     pub quit: &'a Quit,
     pub gate: &'a mut Gate,
-    pub stop: &'a Watch,
+    pub stop: &'a Listener,
     pub output: &'a mut OutputFile,
     pub pipe: Option<File>,
     pub deadline: Instant,
@@ -82,7 +82,8 @@ impl Run<'_> {
         };
         let mut stop_sent: Option<Instant> = None;
         let mut gate_killed = false;
-        // A stop asked before the watch began is looked for once.
+        // A stop asked before the record named this supervisor (so before it could be
+        // signalled) is looked for once.
         let mut stop_maybe = true;
         while !self.gate.reports.ended() {
             let now = Instant::now();
