@@ -56,6 +56,10 @@ mod lifecycle;
 /// `list` a page at a time: order, `before`/`next`, the state filter, refusals.
 #[path = "background/pages.rs"]
 mod pages;
-/// Nothing per run in serve; a start never refused because a lock is being tested.
+/// Nothing per run in serve; a start never refused because a lock is being tested; more
+/// supervisors than a user has inotify instances.
 #[path = "background/scale.rs"]
 mod scale;
+/// How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the proven supervisor.
+#[path = "background/wake.rs"]
+mod wake;

@@ -1,17 +1,20 @@
 //! What `serve` holds for runs, and what a start depends on (issues 9 and 12): nothing per
 //! live run in `serve` (no thread, no child); a start is never refused because someone else —
-//! a sweep, a `list`, a `stop` — is testing a run's lock at that moment.
+//! a sweep, a `list`, a `stop` — is testing a run's lock at that moment; more supervisors at
+//! once than a user may hold inotify instances all run, and all stop.
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::procs::{wait_for_role, wait_gone};
+use crate::procs::{wait_for_role, wait_gone, with_marker};
 use crate::runs::{
-    Bg, Flags, meta, poll, procs_args, start, stop, tool, wait_no_supervisor, wait_supervisor,
+    Bg, Flags, PROMPT, fd_targets, link_supervise, list_within, meta, poll, procs_args, start,
+    stop, stopped_run, tool, wait_no_supervisor, wait_supervisor,
 };
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, path_str};
 use crate::serve::{ANSWER, is_error};
 
 /// The threads of `pid`.
@@ -166,4 +169,120 @@ fn a_start_is_never_refused_because_a_lock_is_being_tested() {
         refused.is_empty(),
         "starts refused while no run ran ({probes} probes): {refused:#?}"
     );
+}
+
+/// Where Linux caps the inotify instances of one user.
+const INOTIFY_INSTANCES: &str = "/proc/sys/fs/inotify/max_user_instances";
+/// At most this many runs at once, however high a machine's inotify cap: the test then shows
+/// less than it means to, and says so.
+const MANY_CAP: usize = 300;
+/// How long the many runs have to start, and to end, on a loaded machine.
+const MANY_WAIT: Duration = Duration::from_secs(180);
+
+/// How many supervisors to run at once: more than one user may hold inotify instances (each
+/// supervisor once took one, and the 129th run of a user went `lost`), so that any object of
+/// that kind per run fails the test wherever it runs.
+fn more_than_inotify_allows() -> usize {
+    let cap = std::fs::read_to_string(INOTIFY_INSTANCES)
+        .ok()
+        .and_then(|text| text.trim().parse::<usize>().ok())
+        .unwrap_or(128);
+    let many = cap.saturating_add(12);
+    if many > MANY_CAP {
+        eprintln!(
+            "{INOTIFY_INSTANCES} is {cap}: running {MANY_CAP} supervisors, fewer than it allows"
+        );
+    }
+    many.min(MANY_CAP)
+}
+
+/// The pids of the live supervisors of these runs (`lnk-link-supervise supervise <id> …`), in
+/// one look at `/proc`.
+fn supervisors_of(ids: &[String]) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        panic!("cannot read /proc");
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+            argv.get(1).is_some_and(|a| *a == b"supervise")
+                && argv
+                    .get(2)
+                    .is_some_and(|a| ids.iter().any(|id| id.as_bytes() == *a))
+        })
+        .collect()
+}
+
+#[test]
+fn more_supervisors_than_a_user_has_inotify_instances_all_run_and_all_stop() {
+    let n = more_than_inotify_allows();
+    let bg = Bg::new(Sandbox::Passthrough);
+    let flags = Flags {
+        background: u32::try_from(n + 8).unwrap_or(u32::MAX),
+        timeout: "10m",
+        ..Flags::default()
+    };
+    let mut serve = bg.serve(&flags).start();
+    let mark = bg.marker();
+    let ids: Vec<String> = (0..n)
+        .map(|_| start(&mut serve, procs_args("linger", &mark, 600)))
+        .collect();
+    let programs = || {
+        with_marker(&mark)
+            .iter()
+            .filter(|p| p.argv.get(1).is_some_and(|a| a == "linger"))
+            .count()
+    };
+    let all_run = poll(MANY_WAIT, || programs() == n);
+    assert!(all_run, "{} of {n} runs' programs run", programs());
+    let running = list_within(&mut serve, PROMPT);
+    let not_running: Vec<_> = running.iter().filter(|r| r["state"] != "running").collect();
+    assert!(not_running.is_empty(), "runs not running: {not_running:#?}");
+    assert_eq!(running.len(), n);
+    assert_eq!(supervisors_of(&ids).len(), n, "a supervisor per run");
+    // Each record names its supervisor, which a stop signals; no supervisor holds an inotify
+    // instance, and each listens on a signalfd.
+    for id in &ids {
+        let record = bg.wait_record(id, ANSWER, |r| r["supervisor"]["pid"].is_i64());
+        let pid = record["supervisor"]["pid"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or_else(|| panic!("a pid: {record}"));
+        let fds: Vec<String> = fd_targets(pid).iter().map(|t| path_str(t)).collect();
+        assert!(
+            !fds.iter().any(|t| t.contains("inotify")),
+            "supervisor {pid} holds an inotify instance: {fds:?}"
+        );
+        assert!(
+            fds.iter().any(|t| t.contains("signalfd")),
+            "supervisor {pid} has no signalfd: {fds:?}"
+        );
+    }
+
+    // One by the `stop` tool, the rest by `stop --state`.
+    let first = stopped_run(&stop(&mut serve, &ids[0]));
+    assert_eq!(first["state"], "stopped", "{first}");
+    let status = Command::new(link_supervise())
+        .args(["stop", "--state", &path_str(&bg.state)])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|err| panic!("running stop --state: {err}"));
+    assert!(status.success(), "stop --state failed: {status}");
+    let ended = list_within(&mut serve, PROMPT);
+    assert_eq!(ended.len(), n);
+    let not_stopped: Vec<_> = ended.iter().filter(|r| r["state"] != "stopped").collect();
+    assert!(
+        not_stopped.is_empty(),
+        "{} of {n} runs not recorded stopped: {not_stopped:#?}",
+        not_stopped.len()
+    );
+    // Nothing is left: no program, no gate, no supervisor.
+    wait_gone(&mark, MANY_WAIT);
+    let gone = poll(MANY_WAIT, || supervisors_of(&ids).is_empty());
+    assert!(gone, "supervisors still run: {:?}", supervisors_of(&ids));
 }
