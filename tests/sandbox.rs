@@ -42,6 +42,9 @@ mod lookup;
 /// Every host entry of the README uses the recommended line as written.
 #[path = "sandbox/readme_lines.rs"]
 mod readme_lines;
+/// A program starts with no signal blocked or ignored.
+#[path = "sandbox/signals.rs"]
+mod signals;
 /// The test folder of an agent: files, state, keyring and a way in, for root or `nobody`.
 #[path = "sandbox/world.rs"]
 mod world;

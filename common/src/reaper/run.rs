@@ -4,7 +4,6 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -81,7 +80,7 @@ pub fn run(options: &Options) -> ExitCode {
     let sandbox = match hold_exec.as_ref() {
         // A test's hold between fork and exec needs a fork of this process's own.
         Some(hold) => fork_sandbox(&program, hold),
-        None => spawn_sandbox(&options.argv, &program.0),
+        None => spawn_sandbox(&program),
     };
     let sandbox = match sandbox {
         Ok(sandbox) => sandbox,
@@ -215,27 +214,38 @@ enum Spawn {
     Setup(io::Error),
 }
 
-/// Starts the sandbox: the leader of a new process group, with an empty signal mask, default
-/// signal dispositions and an empty environment, in this process's folder and stdio. Through
-/// the standard library's spawn, which uses `posix_spawn` here (a `vfork`: no copy of this
-/// process's memory, which a VM makes dear), and returns once the exec happened or failed.
-fn spawn_sandbox(argv: &[OsString], path: &CString) -> Result<Sandbox, Spawn> {
-    let Some((first, args)) = argv.split_first() else {
-        return Err(Spawn::Exec(Errno::INVAL.raw_os_error()));
-    };
-    let child = std::process::Command::new(OsStr::from_bytes(path.as_bytes()))
-        .arg0(first)
-        .args(args)
-        .env_clear()
-        .process_group(0)
-        .spawn()
-        .map_err(|err| match err.raw_os_error() {
-            Some(errno) => Spawn::Exec(errno),
-            None => Spawn::Setup(err),
-        })?;
-    let pid = Pid::from_raw(child.id() as i32)
-        .ok_or_else(|| Spawn::Setup(io::Error::other("spawn gave no pid")))?;
-    // `child` is dropped without a wait: the reaper reaps the sandbox itself, last.
+/// Starts the sandbox: the leader of a new process group, with an empty signal mask, every
+/// signal at its default disposition and an empty environment, in this process's folder and
+/// stdio. Through `posix_spawn` (a `vfork`: no copy of this process's memory, which a VM makes
+/// dear), which returns once the exec happened or failed.
+///
+/// Not through the standard library's spawn: it hands the child the caller's signal mask, and
+/// this process blocks SIGHUP, SIGINT, SIGTERM and SIGCHLD to hear them on its signal fd. A
+/// program that inherited those blocked would never see a graceful stop, and an event loop
+/// waiting for SIGCHLD (Node's, for one) would never see its children end.
+fn spawn_sandbox(program: &(CString, Vec<CString>)) -> Result<Sandbox, Spawn> {
+    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
+    use nix::sys::signal::SigSet;
+    let (path, argv) = program;
+    let env: [CString; 0] = [];
+    let setup = |err: nix::errno::Errno| Spawn::Setup(io::Error::from(err));
+    let mut attr = PosixSpawnAttr::init().map_err(setup)?;
+    attr.set_sigmask(&SigSet::empty()).map_err(setup)?;
+    attr.set_sigdefault(&SigSet::all()).map_err(setup)?;
+    attr.set_pgroup(nix::unistd::Pid::from_raw(0))
+        .map_err(setup)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
+            | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
+    )
+    .map_err(setup)?;
+    let actions = PosixSpawnFileActions::init().map_err(setup)?;
+    let child = posix_spawn(path.as_c_str(), &actions, &attr, argv, &env)
+        .map_err(|errno| Spawn::Exec(errno as i32))?;
+    let pid = Pid::from_raw(child.as_raw())
+        .ok_or_else(|| Spawn::Setup(io::Error::other("posix_spawn gave no pid")))?;
+    // The reaper reaps the sandbox itself, last.
     Ok(Sandbox {
         pid,
         exec_pipe: None,
@@ -285,10 +295,17 @@ fn child_exec(path: &CString, argv: &[CString], env: &[CString], hold: Option<&C
     {
         return errno(err);
     }
-    // The standard library ignores SIGPIPE, and an ignored signal stays ignored across exec.
-    // SAFETY: setting a default disposition installs no handler.
-    if let Err(err) = unsafe { nix::sys::signal::signal(NixSignal::SIGPIPE, SigHandler::SigDfl) } {
-        return errno(err);
+    // Every signal at its default, as posix_spawn gives them: the standard library ignores
+    // SIGPIPE, and an ignored signal stays ignored across exec. (SIGKILL and SIGSTOP refuse,
+    // and are at their default anyway.)
+    for signal in NixSignal::iterator() {
+        if matches!(signal, NixSignal::SIGKILL | NixSignal::SIGSTOP) {
+            continue;
+        }
+        // SAFETY: setting a default disposition installs no handler.
+        if let Err(err) = unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) } {
+            return errno(err);
+        }
     }
     if let Err(err) = SigSet::empty().thread_set_mask() {
         return errno(err);
