@@ -1,9 +1,10 @@
 //! `list`: a page of the state folder's runs, newest first (by start time), filtered by state.
 //!
-//! A page holds at most `limit` runs (20 unless asked, 200 at most), so the answer stays small
-//! however many runs the state folder keeps; `next`, when more runs match, is the `before` of
-//! the next page. A run's arguments are shortened to [`ARGS_SHOWN`] characters in all, and so
-//! is its `dir`.
+//! A page holds at most `limit` runs (20 unless asked, 200 at most) and at most
+//! [`PAGE_BYTES`] of answer, so it stays small however many runs the state folder keeps and
+//! however long their arguments are; `next`, when more runs match, is the `before` of the next
+//! page, whichever of the two ended it. A run's arguments are
+//! shortened to [`ARGS_SHOWN`] characters in all, and so is its `dir`.
 
 use lnk_common::Causes;
 use lnk_common::id::RunId;
@@ -24,6 +25,11 @@ pub const DEFAULT_LIMIT: u64 = 20;
 pub const MAX_LIMIT: u64 = 200;
 /// The characters of a run's arguments `list` shows, in all; the rest is cut (`…`).
 pub const ARGS_SHOWN: usize = 256;
+/// The most bytes of runs a page holds, its text lines and structured runs together: a page
+/// ends at `limit` runs or here, whichever comes first (always at least one run).
+pub const PAGE_BYTES: usize = 96 * 1024;
+/// The characters of a run's `dir` its text line shows.
+const DIR_IN_LINE: usize = 60;
 
 /// Which runs a page holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,12 +181,14 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     super::orphans::sweep_orphans(background, &mut page);
     // A run a sweep just found lost may have left the filter: it is left out, not shown wrong.
     page.retain(|record| query.filter.admits(record.status.state()));
+    let (runs, lines, cut_at) = within_budget(&page);
+    let more = more || cut_at < page.len();
+    page.truncate(cut_at);
     let next = match (more, page.last()) {
         (true, Some(last)) => Some(Cursor::after(last).to_string()),
         _ => None,
     };
-    let runs: Vec<RunSummary> = page.iter().map(live_summary).collect();
-    let mut lines: Vec<String> = runs.iter().map(line).collect();
+    let mut lines = lines;
     if lines.is_empty() {
         lines.push("no background runs".to_owned());
     }
@@ -193,6 +201,27 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
         Ok(runs) => Answer::ok(lines.join("\n"), json!({"runs": runs, "next": next})),
         Err(e) => Answer::refusal(format!("the runs cannot be shown: {}", Causes(&e))),
     }
+}
+
+/// The runs of `page` as shown, and their lines, as many as [`PAGE_BYTES`] holds (at least
+/// one), with how many that is.
+fn within_budget(page: &[Record]) -> (Vec<RunSummary>, Vec<String>, usize) {
+    let mut runs = Vec::with_capacity(page.len());
+    let mut lines = Vec::with_capacity(page.len());
+    let mut bytes = 0usize;
+    for record in page {
+        let run = live_summary(record);
+        let text = line(&run);
+        let size = text.len() + serde_json::to_vec(&run).map_or(0, |json| json.len());
+        if !runs.is_empty() && bytes.saturating_add(size) > PAGE_BYTES {
+            break;
+        }
+        bytes = bytes.saturating_add(size);
+        runs.push(run);
+        lines.push(text);
+    }
+    let shown = runs.len();
+    (runs, lines, shown)
 }
 
 /// The records of one page, newest first, and whether more runs match after it.
@@ -270,7 +299,7 @@ fn line(run: &RunSummary) -> String {
         "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{}",
         run.id,
         run.state.as_str(),
-        run.dir,
+        cut(&run.dir, DIR_IN_LINE),
         run.started_at,
         run.output_bytes,
         if run.told { ", told" } else { "" }
@@ -406,6 +435,42 @@ mod tests {
         assert!(Filter::Only(State::Running).admits(State::Running));
         assert!(!Filter::Only(State::Exited).admits(State::Stopped));
         assert!(Filter::All.admits(State::TimedOut));
+    }
+
+    /// Runs whose arguments and folder are as costly to show as they can be: every character
+    /// a control character (six bytes in JSON) or four bytes of UTF-8.
+    fn costly_records(n: usize) -> Vec<Record> {
+        let bytes = include_bytes!("../../../common/tests/data/record-v1.json");
+        let fixture = Record::from_json(bytes, std::path::Path::new("record-v1.json")).unwrap();
+        (0..n)
+            .map(|i| {
+                let mut record = fixture.clone();
+                record.launch.program.args = vec!["\u{1}".repeat(200), "🦀".repeat(200)];
+                record.launch.program.dir = "\u{2}".repeat(400);
+                record.started_at_ms.0 -= i as u64;
+                record
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_of_costly_runs_stays_within_its_bytes() {
+        let page = costly_records(MAX_LIMIT as usize);
+        let (runs, lines, shown) = within_budget(&page);
+        assert!(shown > 0 && shown < page.len(), "{shown} of {}", page.len());
+        assert_eq!((runs.len(), lines.len()), (shown, shown));
+        let structured = serde_json::to_vec(&runs).unwrap().len();
+        let text: usize = lines.iter().map(|l| l.len() + 1).sum();
+        assert!(structured + text <= PAGE_BYTES, "{structured} + {text}");
+        // A cheap page is not cut: 200 short runs fit.
+        let fixture = costly_records(1).remove(0);
+        let mut cheap = fixture.clone();
+        cheap.launch.program.args = vec!["-l".into()];
+        cheap.launch.program.dir = "src".into();
+        let page = vec![cheap; MAX_LIMIT as usize];
+        assert_eq!(within_budget(&page).2, page.len());
+        // One run always shows, however costly.
+        assert_eq!(within_budget(&costly_records(1)).2, 1);
     }
 
     #[test]
