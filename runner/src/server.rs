@@ -251,10 +251,13 @@ fn tool_call(
             META_KEPT
                 .iter()
                 .filter_map(|key| meta.remove(*key).map(|value| ((*key).to_owned(), value)))
-                .collect(),
+                .collect::<Map<String, Value>>(),
         ),
         _ => None,
     };
+    if let Some(meta) = &meta {
+        kept_meta_is_bounded(meta).map_err(|problem| invalid_params(id, problem))?;
+    }
     Ok(ToolCall {
         id: id.clone(),
         era,
@@ -262,6 +265,35 @@ fn tool_call(
         arguments,
         meta,
     })
+}
+
+/// The most bytes a kept `_meta` string may have: a progress token is echoed in every
+/// progress notification, a thread is stored, signed and told; neither needs more.
+const META_STRING_BYTES: usize = 256;
+
+/// Whether what a call keeps of its `_meta` is small and can be echoed exactly: strings of at
+/// most [`META_STRING_BYTES`], and a numeric progress token an integer of 64 bits (the parser
+/// reads a larger one as a float, which would come back as another value).
+fn kept_meta_is_bounded(meta: &Map<String, Value>) -> Result<(), String> {
+    for (key, value) in meta {
+        match value {
+            Value::String(text) if text.len() > META_STRING_BYTES => {
+                return Err(format!(
+                    "`_meta[\"{key}\"]` is {} bytes long: at most {META_STRING_BYTES}",
+                    text.len()
+                ));
+            }
+            Value::Number(number)
+                if key == "progressToken" && !(number.is_i64() || number.is_u64()) =>
+            {
+                return Err(
+                    "`_meta.progressToken` must be a string or an integer of 64 bits".to_owned(),
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn invalid_params(id: &Value, message: impl Into<String>) -> RpcError {
@@ -327,5 +359,38 @@ mod tests {
             ["link.local/hops", "link.local/thread", "progressToken"]
         );
         assert_eq!(call.tool, Tool::Command);
+    }
+
+    #[test]
+    fn a_long_or_inexact_meta_value_is_refused() {
+        let call = |meta: Value| {
+            let Value::Object(params) =
+                json!({"name": "command", "arguments": {"program": "true"}, "_meta": meta})
+            else {
+                panic!("an object")
+            };
+            tool_call(&json!(1), params, Era::Modern, &config())
+        };
+        for meta in [
+            json!({"progressToken": "p".repeat(15 << 20)}),
+            json!({"progressToken": "p".repeat(257)}),
+            json!({"link.local/thread": "t".repeat(257)}),
+            json!({"progressToken": 1.5}),
+            json!({"progressToken": 1.180_591_620_717_411_3e21}),
+        ] {
+            let refused = call(meta.clone()).err().unwrap_or_else(|| {
+                panic!("{} is refused", crate::protocol::cut_short(&meta.to_string()))
+            });
+            assert_eq!(refused.code, protocol::INVALID_PARAMS);
+            assert!(refused.message.len() < 100, "{}", refused.message);
+        }
+        for meta in [
+            json!({"progressToken": "p".repeat(256)}),
+            json!({"progressToken": u64::MAX}),
+            json!({"progressToken": -7}),
+            json!({"link.local/thread": "t".repeat(256), "junk": "j".repeat(1 << 20)}),
+        ] {
+            assert!(call(meta).is_ok());
+        }
     }
 }
