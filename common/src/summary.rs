@@ -16,6 +16,11 @@ use crate::id::RunId;
 use crate::record::Record;
 use crate::status::State;
 
+/// The characters of a run's arguments that a summary shows, in all, and of its `dir`; the
+/// rest is cut (`…`), so that a page of runs and the message at a run's end stay small
+/// whatever the agent passed.
+pub const ARGS_SHOWN: usize = 256;
+
 /// A run as `list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -45,6 +50,51 @@ pub struct RunSummary {
     pub told: bool,
 }
 
+impl RunSummary {
+    /// The summary as it is shown: its arguments cut to [`ARGS_SHOWN`] characters in all and
+    /// its `dir` to as many.
+    pub fn shortened(mut self) -> RunSummary {
+        self.args = shortened_args(self.args);
+        self.dir = cut(&self.dir, ARGS_SHOWN);
+        self
+    }
+}
+
+/// `text` cut to `chars` characters, ending with `…` when it was cut.
+pub fn cut(text: &str, chars: usize) -> String {
+    let mut shown: String = text.chars().take(chars).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    shown
+}
+
+/// The arguments, cut to [`ARGS_SHOWN`] characters in all: what an agent passed may be long,
+/// and a page must stay small. A cut argument ends with `…`, and the arguments left out are
+/// counted in one last `… (N more)`.
+fn shortened_args(args: Vec<String>) -> Vec<String> {
+    let mut room = ARGS_SHOWN;
+    let total = args.len();
+    let mut shown = Vec::new();
+    for arg in args {
+        if room == 0 {
+            break;
+        }
+        let length = arg.chars().count();
+        if length <= room {
+            room -= length;
+            shown.push(arg);
+        } else {
+            shown.push(arg.chars().take(room).chain(['…']).collect());
+            room = 0;
+        }
+    }
+    if shown.len() < total {
+        shown.push(format!("… ({} more)", total - shown.len()));
+    }
+    shown
+}
+
 impl Record {
     /// The run as `list` shows it, with the record's counters.
     ///
@@ -65,5 +115,28 @@ impl Record {
             dropped_bytes: self.output.dropped_bytes,
             told: self.telling.told,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_arguments_are_shortened() {
+        let short = vec!["-l".to_owned(), "src".to_owned()];
+        assert_eq!(shortened_args(short.clone()), short);
+        let long = vec!["x".repeat(300), "y".to_owned()];
+        let shown = shortened_args(long);
+        assert_eq!(shown.len(), 2);
+        assert_eq!(shown[0].chars().count(), ARGS_SHOWN + 1);
+        assert_eq!(shown[1], "… (1 more)");
+        assert_eq!(cut("src", 256), "src");
+        assert_eq!(cut(&"./".repeat(2000), 256).chars().count(), 257);
+        let many: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+        let shown = shortened_args(many);
+        assert!(shown.iter().map(|a| a.chars().count()).sum::<usize>() < ARGS_SHOWN + 20);
+        assert!(shown.last().is_some_and(|a| a.ends_with("more)")));
     }
 }

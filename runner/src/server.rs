@@ -379,7 +379,10 @@ mod tests {
             json!({"progressToken": 1.180_591_620_717_411_3e21}),
         ] {
             let refused = call(meta.clone()).err().unwrap_or_else(|| {
-                panic!("{} is refused", crate::protocol::cut_short(&meta.to_string()))
+                panic!(
+                    "{} is refused",
+                    crate::protocol::cut_short(&meta.to_string())
+                )
             });
             assert_eq!(refused.code, protocol::INVALID_PARAMS);
             assert!(refused.message.len() < 100, "{}", refused.message);

@@ -93,7 +93,7 @@ pub fn tell(record: &Record) -> Outcome {
 
 /// The body of the message: who, which conversation, and the run as `list` shows it.
 pub fn body(record: &Record, at: UnixMs) -> String {
-    let summary = record.summary();
+    let summary = record.summary().shortened();
     let body = json!({
         "from": format!("run:{}", record.id),
         "thread": record.launch.thread,
@@ -169,8 +169,17 @@ fn escaped(c: char) -> Vec<char> {
     }
 }
 
+/// Characters a person does not see but a model reads, or that reorder what is shown: format
+/// characters (soft hyphen, bidirectional marks and embeddings, zero-width ones, the
+/// interlinear annotations, the tags a hidden text can be spelled in), variation selectors,
+/// fillers that render as nothing, and the line and paragraph separators.
 fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    matches!(c,
+        '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+        | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}'
+        | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}' | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}')
 }
 
 /// Connects, writes the line, reads one line back, all within [`TELL_LIMIT`]: a way in that
@@ -354,6 +363,51 @@ mod tests {
         );
         assert!(text.contains(") exited with code 3 after"), "{text}");
         assert_eq!(text.matches("exited with code").count(), 2, "{text}");
+    }
+
+    #[test]
+    fn invisible_characters_are_escaped() {
+        let hidden: String = [
+            '\u{ad}',
+            '\u{61c}',
+            '\u{180e}',
+            '\u{200b}',
+            '\u{2066}',
+            '\u{fe0f}',
+            '\u{fff9}',
+            '\u{fffb}',
+            '\u{feff}',
+            '\u{e0041}',
+            '\u{e007f}',
+            '\u{e0100}',
+        ]
+        .into_iter()
+        .collect();
+        let mut record = fixture();
+        record.launch.program.name = "sh".into();
+        record.launch.program.args = vec![hidden.clone()];
+        let text = one_line(&record);
+        for c in hidden.chars() {
+            assert!(
+                !text.contains(c),
+                "U+{:04X} shown as it is: {text:?}",
+                c as u32
+            );
+        }
+        assert!(text.contains(r"\u{e0041}"), "{text}");
+        // What a person sees stays as it is.
+        record.launch.program.args = vec!["héllo wörld 你好 🦀".into()];
+        assert!(one_line(&record).contains("\"héllo wörld 你好 🦀\""));
+    }
+
+    #[test]
+    fn the_run_in_the_body_is_shortened_as_list_shows_it() {
+        let mut record = fixture();
+        record.launch.program.args = (0..150_000).map(|i| i.to_string()).collect();
+        record.launch.program.dir = "d/".repeat(10_000);
+        let body = body(&record, record.started_at_ms);
+        assert!(body.len() < 4096, "{} bytes", body.len());
+        assert!(body.contains("more)"), "{body}");
     }
 
     #[test]

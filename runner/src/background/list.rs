@@ -4,7 +4,7 @@
 //! [`PAGE_BYTES`] of answer, so it stays small however many runs the state folder keeps and
 //! however long their arguments are; `next`, when more runs match, is the `before` of the next
 //! page, whichever of the two ended it. A run's arguments are
-//! shortened to [`ARGS_SHOWN`] characters in all, and so is its `dir`.
+//! shortened to [`lnk_common::summary::ARGS_SHOWN`] characters in all, and so is its `dir`.
 
 use lnk_common::Causes;
 use lnk_common::id::RunId;
@@ -23,8 +23,6 @@ use crate::config::Background;
 pub const DEFAULT_LIMIT: u64 = 20;
 /// The most runs a page may hold.
 pub const MAX_LIMIT: u64 = 200;
-/// The characters of a run's arguments `list` shows, in all; the rest is cut (`…`).
-pub const ARGS_SHOWN: usize = 256;
 /// The most bytes of runs a page holds, its text lines and structured runs together: a page
 /// ends at `limit` runs or here, whichever comes first (always at least one run).
 pub const PAGE_BYTES: usize = 96 * 1024;
@@ -299,7 +297,7 @@ fn line(run: &RunSummary) -> String {
         "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{}",
         run.id,
         run.state.as_str(),
-        cut(&run.dir, DIR_IN_LINE),
+        lnk_common::summary::cut(&run.dir, DIR_IN_LINE),
         run.started_at,
         run.output_bytes,
         if run.told { ", told" } else { "" }
@@ -309,9 +307,7 @@ fn line(run: &RunSummary) -> String {
 /// A run as `list` shows it; a running run's output size is the live one (dropped bytes plus
 /// the output file's length), when its file is the record's.
 pub fn live_summary(record: &Record) -> RunSummary {
-    let mut summary = record.summary();
-    summary.args = shortened(summary.args);
-    summary.dir = cut(&summary.dir, ARGS_SHOWN);
+    let mut summary = record.summary().shortened();
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
@@ -332,41 +328,6 @@ fn live_length(record: &Record) -> Option<u64> {
         return None;
     }
     file.metadata().ok().map(|m| m.len())
-}
-
-/// `text` cut to `chars` characters, ending with `…` when it was cut.
-fn cut(text: &str, chars: usize) -> String {
-    let mut shown: String = text.chars().take(chars).collect();
-    if shown.len() < text.len() {
-        shown.push('…');
-    }
-    shown
-}
-
-/// The arguments, cut to [`ARGS_SHOWN`] characters in all: what an agent passed may be long,
-/// and a page must stay small. A cut argument ends with `…`, and the arguments left out are
-/// counted in one last `… (N more)`.
-fn shortened(args: Vec<String>) -> Vec<String> {
-    let mut room = ARGS_SHOWN;
-    let total = args.len();
-    let mut shown = Vec::new();
-    for arg in args {
-        if room == 0 {
-            break;
-        }
-        let length = arg.chars().count();
-        if length <= room {
-            room -= length;
-            shown.push(arg);
-        } else {
-            shown.push(arg.chars().take(room).chain(['…']).collect());
-            room = 0;
-        }
-    }
-    if shown.len() < total {
-        shown.push(format!("… ({} more)", total - shown.len()));
-    }
-    shown
 }
 
 #[cfg(test)]
@@ -471,22 +432,5 @@ mod tests {
         assert_eq!(within_budget(&page).2, page.len());
         // One run always shows, however costly.
         assert_eq!(within_budget(&costly_records(1)).2, 1);
-    }
-
-    #[test]
-    fn long_arguments_are_shortened() {
-        let short = vec!["-l".to_owned(), "src".to_owned()];
-        assert_eq!(shortened(short.clone()), short);
-        let long = vec!["x".repeat(300), "y".to_owned()];
-        let cut = shortened(long);
-        assert_eq!(cut.len(), 2);
-        assert_eq!(cut[0].chars().count(), ARGS_SHOWN + 1);
-        assert_eq!(cut[1], "… (1 more)");
-        assert_eq!(super::cut("src", 256), "src");
-        assert_eq!(super::cut(&"./".repeat(2000), 256).chars().count(), 257);
-        let many: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
-        let cut = shortened(many);
-        assert!(cut.iter().map(|a| a.chars().count()).sum::<usize>() < ARGS_SHOWN + 20);
-        assert!(cut.last().is_some_and(|a| a.ends_with("more)")));
     }
 }
