@@ -331,6 +331,7 @@ fn live_length(record: &Record) -> Option<u64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
