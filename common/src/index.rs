@@ -26,7 +26,7 @@
 //!   `untold/`, and the `due/` minutes that are over (a minute late at most, so that a filing
 //!   under way is never missed), removing what is due ([`forget`]).
 //! * `list` reads `running/` for `state: running`, else the newest `started` minutes down to
-//!   the page's end ([`page`]).
+//!   the page's end, reading at most [`PAGE_SCAN`] records for a page ([`page`]).
 //!
 //! A folder made before the index (its records are version 1, as today's) has no
 //! `index/version`: `list` then reads every record, and the next sweep indexes them all once
@@ -256,17 +256,34 @@ pub fn due(state: &StateDir, now: UnixMs) -> Result<Vec<DueMinute>, Error> {
         .collect()
 }
 
+/// The most records one page reads to find the runs a filter admits: a filter that admits
+/// few (say `stopped`, among thousands of runs that exited) must not make a page cost the
+/// whole folder. A page that reached it ends there, with where the next one goes on.
+pub const PAGE_SCAN: usize = 1000;
+
+/// A page of runs, as [`page`] finds it.
+#[derive(Debug)]
+pub struct Page {
+    /// The runs, newest first.
+    pub records: Vec<Record>,
+    /// Whether more runs may follow.
+    pub more: bool,
+    /// Where the next page goes on when this one ended at [`PAGE_SCAN`] before `limit`: the
+    /// last run it read, admitted or not (start time, id); the next page starts just after.
+    pub scanned_to: Option<(u64, RunId)>,
+}
+
 /// A page of runs, newest first by (start time, id), of those `admits` lets through, strictly
-/// older than `before`; at most `limit`, and whether more follow. `running_only`: only runs
-/// that may be running are looked at (`running/`). `None` when the folder is not indexed
-/// (the caller reads every record instead).
+/// older than `before`; at most `limit`, reading at most [`PAGE_SCAN`] records, and whether
+/// more follow. `running_only`: only runs that may be running are looked at (`running/`).
+/// `None` when the folder is not indexed (the caller reads every record instead).
 pub fn page(
     state: &StateDir,
     admits: &dyn Fn(State) -> bool,
     running_only: bool,
     limit: usize,
     before: Option<(u64, &RunId)>,
-) -> Result<Option<(Vec<Record>, bool)>, Error> {
+) -> Result<Option<Page>, Error> {
     if !is_indexed(state) {
         return Ok(None);
     }
@@ -274,6 +291,7 @@ pub fn page(
         before.is_none_or(|(b_ms, b_id)| (ms, id.as_str()) < (b_ms, b_id.as_str()))
     };
     let mut page: Vec<Record> = Vec::new();
+    let mut scanned_to = None;
     let wanted = limit.saturating_add(1);
     if running_only {
         let mut records: Vec<Record> = running(state)?
@@ -293,6 +311,8 @@ pub fn page(
             .filter(|(minute, _)| before.is_none_or(|(ms, _)| *minute <= ms / MINUTE_MS))
             .collect();
         minutes.sort_by(|a, b| b.cmp(a));
+        let mut scanned = 0usize;
+        let mut last_read: Option<(u64, RunId)> = None;
         'minutes: for (_, minute) in minutes {
             let mut entries: Vec<(u64, RunId)> = names_in(&minute)?
                 .into_iter()
@@ -304,6 +324,12 @@ pub fn page(
                 .collect();
             entries.sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
             for (ms, id) in entries {
+                if scanned >= PAGE_SCAN {
+                    scanned_to = last_read;
+                    break 'minutes;
+                }
+                scanned += 1;
+                last_read = Some((ms, id.clone()));
                 let Ok(record) = Record::load(state, &id) else {
                     continue;
                 };
@@ -321,9 +347,16 @@ pub fn page(
             }
         }
     }
-    let more = page.len() > limit;
-    page.truncate(limit);
-    Ok(Some((page, more)))
+    let more = page.len() > limit || scanned_to.is_some();
+    if page.len() > limit {
+        page.truncate(limit);
+        scanned_to = None;
+    }
+    Ok(Some(Page {
+        records: page,
+        more,
+        scanned_to,
+    }))
 }
 
 /// Indexes every record of a folder made before the index, then writes `index/version`. Costs

@@ -6,8 +6,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Tell, exists, names, now_ms, supervise_cli};
-use crate::runs::{Flags, list, start};
+use crate::runs::{Flags, list, start, tool};
 use crate::sandbox::{Sandbox, path_str, say_skipped};
+use crate::serve::{structured, text};
 
 const HOUR: u64 = 3_600_000;
 
@@ -167,4 +168,64 @@ fn a_sweep_looks_only_at_what_is_due() {
     );
     assert!(!stderr.contains("uid 65534"), "{stderr}");
     assert!(t.bg.record(&real).is_some());
+}
+
+/// A page reads at most `PAGE_SCAN` (1,000) records: a filter that admits few runs among
+/// many does not make one page cost the whole folder. The page ends there with `next`, and
+/// following `next` finds what lies beyond.
+#[test]
+fn a_filtered_page_reads_a_bounded_number_of_records_and_goes_on() {
+    const EXITED: usize = 1_250;
+    let t = Tell::new(Sandbox::Passthrough);
+    std::fs::create_dir(t.state()).unwrap();
+    std::fs::set_permissions(
+        t.state(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let now = now_ms();
+    // The stopped run is the oldest; 1,250 exited runs are newer. All young: nothing is due.
+    let mut stopped = fixture(&t, "record-v1.json", "stoppedstoppedstoppe");
+    stopped["started_at_ms"] = json!(now - 600_000);
+    stopped["status"] = json!({"state": "stopped", "ended_at_ms": now - 590_000, "exit": null});
+    plant(&t, &stopped);
+    for i in 0..EXITED {
+        let mut exited = fixture(&t, "record-v1.json", &format!("exited{i:014}"));
+        exited["started_at_ms"] = json!(now - 500_000 + i as u64 * 100);
+        exited["status"]["ended_at_ms"] = json!(now - 400_000 + i as u64 * 100);
+        plant(&t, &exited);
+    }
+    // The sweep indexes the folder.
+    t.sweep();
+    assert!(t.state().join("index/version").is_file());
+
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let first = tool(&mut serve, "list", json!({"state": "stopped"}), None);
+    let page = structured(&first);
+    assert_eq!(page["runs"], json!([]), "{first}");
+    let next = page["next"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a page that stopped reading says where to go on: {first}"));
+    assert!(
+        text(&first).contains("no matching runs among the 1000 newest looked at"),
+        "{first}"
+    );
+    let second = tool(
+        &mut serve,
+        "list",
+        json!({"state": "stopped", "before": next}),
+        None,
+    );
+    let page = structured(&second);
+    let ids: Vec<&str> = page["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["stoppedstoppedstoppe"], "{second}");
+    assert!(page["next"].is_null(), "{second}");
+    // Unfiltered pages are not affected: they end at their limit.
+    let all = list(&mut serve);
+    assert_eq!(all.len(), EXITED + 1);
 }

@@ -172,7 +172,7 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
         Err(answer) => return answer,
     };
     let state = StateDir::new(&background.state);
-    let (mut page, more) = match page(&state, &query) {
+    let (mut page, more, scanned_to) = match page(&state, &query) {
         Ok(page) => page,
         Err(e) => return Answer::refusal(format!("the runs cannot be listed: {}", Causes(&e))),
     };
@@ -182,12 +182,21 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     let (runs, lines, cut_at) = within_budget(&page);
     let more = more || cut_at < page.len();
     page.truncate(cut_at);
-    let next = match (more, page.last()) {
-        (true, Some(last)) => Some(Cursor::after(last).to_string()),
+    // A page that read its most records goes on after the last one it read, unless the byte
+    // budget ended it before that.
+    let scanned_to = scanned_to.filter(|_| cut_at == page.len());
+    let next = match (more, scanned_to, page.last()) {
+        (true, Some((started_at_ms, id)), _) => Some(Cursor { started_at_ms, id }.to_string()),
+        (true, None, Some(last)) => Some(Cursor::after(last).to_string()),
         _ => None,
     };
     let mut lines = lines;
-    if lines.is_empty() {
+    if lines.is_empty() && next.is_some() {
+        lines.push(format!(
+            "no matching runs among the {} newest looked at",
+            lnk_common::index::PAGE_SCAN
+        ));
+    } else if lines.is_empty() {
         lines.push("no background runs".to_owned());
     }
     if let Some(next) = &next {
@@ -222,8 +231,12 @@ fn within_budget(page: &[Record]) -> (Vec<RunSummary>, Vec<String>, usize) {
     (runs, lines, shown)
 }
 
+/// A page's records, newest first; whether more runs may match after it; and, when the page
+/// ended at the most records it may read, the last one read.
+type Found = (Vec<Record>, bool, Option<(u64, RunId)>);
+
 /// The records of one page, newest first, and whether more runs match after it.
-fn page(state: &StateDir, query: &Query) -> Result<(Vec<Record>, bool), lnk_common::Error> {
+fn page(state: &StateDir, query: &Query) -> Result<Found, lnk_common::Error> {
     // The index costs the page; a folder not indexed yet (made by an older version, until a
     // sweep indexes it) is read whole.
     let filter = query.filter;
@@ -240,7 +253,7 @@ fn page(state: &StateDir, query: &Query) -> Result<(Vec<Record>, bool), lnk_comm
         before,
     )?;
     if let Some(page) = indexed {
-        return Ok(page);
+        return Ok((page.records, page.more, page.scanned_to));
     }
     let listing = state.list()?;
     let mut records: Vec<Record> = listing
@@ -270,7 +283,7 @@ fn page(state: &StateDir, query: &Query) -> Result<(Vec<Record>, bool), lnk_comm
     });
     let more = records.len() > query.limit;
     records.truncate(query.limit);
-    Ok((records, more))
+    Ok((records, more, None))
 }
 
 /// One line a person can read: id, state, exit, command, times, output.
