@@ -1,0 +1,79 @@
+//! The checks of the flags every call runs under: the files folder, the programs, the
+//! limits; then the background flags and the sandbox.
+
+use super::args::ServeArgs;
+use super::paths::{canonical_folder, must_be_absolute};
+use super::refusal::{Refusal, refuse, required};
+use super::sandbox::sandbox_with_absolute_program;
+use crate::config::Config;
+
+impl ServeArgs {
+    /// Checks every flag, in the order a person reads them, into a [`Config`].
+    pub(super) fn check(self) -> Result<Config, Refusal> {
+        if self.sandbox.is_empty() {
+            return refuse(
+                "a sandbox is required after `--` (for instance the README's recommended line, \
+                 `-- /usr/bin/bwrap --ro-bind /usr /usr ... --bind <files> <files> \
+                 --unshare-all --cap-drop ALL --die-with-parent --clearenv`); lnk-link-run \
+                 never runs programs without one",
+            );
+        }
+        let files = required(
+            self.files.clone(),
+            "--files",
+            "the folder the calls work in",
+        )?;
+        must_be_absolute(&files, "--files")?;
+        let files = canonical_folder(&files, "--files")?;
+        let programs_path = required(
+            self.programs_path.clone(),
+            "--programs-path",
+            "the folders where the allowed programs are found",
+        )?;
+        if !programs_path
+            .as_encoded_bytes()
+            .split(|b| *b == b':')
+            .any(|folder| folder.first() == Some(&b'/'))
+        {
+            return refuse(
+                "--programs-path has no absolute folder: give the folders where programs are \
+                 found, like /usr/bin:/bin",
+            );
+        }
+        let timeout = required(self.timeout, "--timeout", "a call's time limit, e.g. 30s")?;
+        let output = required(
+            self.output,
+            "--output",
+            "the output kept per call, e.g. 64KiB",
+        )?;
+        if output < 2 {
+            return refuse("--output must be at least 2 bytes (half for the head, half the tail)");
+        }
+        if self.programs.is_empty() {
+            return refuse("at least one --program is required: the programs the agent may run");
+        }
+        let mut programs: Vec<String> = Vec::new();
+        for name in &self.programs {
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return refuse(format!(
+                    "--program `{name}` is not a bare program name (no `/`)"
+                ));
+            }
+            if !programs.contains(name) {
+                programs.push(name.clone());
+            }
+        }
+        let background = self.check_background(&files)?;
+        let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
+        Ok(Config {
+            files,
+            programs_path,
+            timeout,
+            output,
+            programs,
+            vars: self.vars,
+            background,
+            sandbox,
+        })
+    }
+}
