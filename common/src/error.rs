@@ -247,19 +247,6 @@ impl Error {
         }
     }
 
-    /// Whether the root cause is a full file system or quota (`ENOSPC`, `EDQUOT`).
-    pub fn is_no_space(&self) -> bool {
-        match self {
-            Error::EndNotKept { stored, .. } => stored.is_no_space(),
-            Error::Io { cause, .. } | Error::Rename { cause, .. } => matches!(
-                cause.raw_os_error(),
-                Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error()
-                    || code == rustix::io::Errno::DQUOT.raw_os_error()
-            ),
-            _ => false,
-        }
-    }
-
     pub(crate) fn io(op: Op, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
         Error::Io {
             op,

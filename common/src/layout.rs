@@ -80,7 +80,7 @@ impl StateDir {
     }
 
     /// Creates the folder (and its parents) if missing — a new state folder gets mode 0700 —
-    /// then checks it as [`trust::check_state_folder`] does: a folder of another user's, or
+    /// then checks it as `trust::check_state_folder` does: a folder of another user's, or
     /// one others may write, is refused.
     pub fn create(&self) -> Result<(), Error> {
         DirBuilder::new()
@@ -102,7 +102,7 @@ impl StateDir {
     }
 
     /// Names an existing state folder after resolving its path once (so a link swapped in
-    /// later cannot move it) and checking it ([`trust::check_state_folder`]). A missing folder
+    /// later cannot move it) and checking it (`trust::check_state_folder`). A missing folder
     /// is an error for which [`Error::is_not_found`] holds.
     pub fn open(path: &Path) -> Result<Self, Error> {
         let canonical = path

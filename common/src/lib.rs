@@ -11,7 +11,7 @@
 //! Outside the files folder (no sandbox can write it), on a **local** file system (`flock(2)`
 //! over NFS may hang or not exclude at all), owned by the user Link Run runs as and writable by
 //! no one else (made 0700). Every program refuses another folder, and a file in it that is not
-//! the user's regular file is damaged, never believed ([`trust`]).
+//! the user's regular file is damaged, never believed (`trust.rs`).
 //!
 //! | name | what |
 //! |---|---|
@@ -168,7 +168,7 @@ pub mod status;
 pub mod stop;
 pub mod summary;
 pub mod time;
-pub mod trust;
+mod trust;
 pub mod unknown;
 pub mod vars;
 pub mod write;

@@ -240,11 +240,6 @@ impl LockGuard {
         Ok(guard)
     }
 
-    /// Whether the guard holds a slot as well (a supervisor started by a `start` that took one).
-    pub fn holds_slot(&self) -> bool {
-        self.slot.is_some()
-    }
-
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path

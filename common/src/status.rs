@@ -137,17 +137,6 @@ impl Status {
     }
 }
 
-impl Exit {
-    /// The exit of a reaped child, from std's status; `None` for a stopped or continued one.
-    pub fn from_status(status: std::process::ExitStatus) -> Option<Self> {
-        use std::os::unix::process::ExitStatusExt;
-        status
-            .code()
-            .map(Exit::Code)
-            .or_else(|| status.signal().map(Exit::Signal))
-    }
-}
-
 impl State {
     /// The name used on disk and in answers: `running`, `exited`, `timed_out`, `stopped`, `lost`.
     pub fn as_str(self) -> &'static str {

@@ -25,10 +25,11 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use anyhow::{Context, Result};
 use lnk_common::reaper::hold::{self, Step};
 use lnk_common::reaper::{LEFTOVER_GRACE, Options, RUN_STOP_GRACE, Reports, launch, report};
+
+/// The byte the supervisor writes to open its gate.
+pub use lnk_common::reaper::OPEN;
 use lnk_common::record::Record;
 use rustix::process::{Pid, Signal, kill_process};
-
-pub use lnk_common::reaper::{CLOSED_EXIT, EXEC_FAILED_EXIT, OPEN};
 
 /// The hidden subcommand that makes `lnk-link-supervise` a run's gate; `main` takes it before
 /// anything else.

@@ -1,16 +1,16 @@
 //! Link Run's supervisor, `lnk-link-supervise`: it runs background runs to their end
-//! ([`supervise`], through [`gate`]), keeps their output under its cap ([`output`]), tells
-//! the agent's conversation when they end ([`tell`], signed with [`keyring`]), and cleans up
+//! (`supervise`, through `gate`), keeps their output under its cap (`output`), tells
+//! the agent's conversation when they end (`tell`, signed with `keyring`), and cleans up
 //! after crashes.
 
-pub mod gate;
-pub mod keyring;
-pub mod output;
-pub mod reclaim;
-pub mod stop_all;
-pub mod supervise;
-pub mod sweep;
-pub mod tell;
+mod gate;
+mod keyring;
+mod output;
+mod reclaim;
+mod stop_all;
+mod supervise;
+mod sweep;
+mod tell;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
