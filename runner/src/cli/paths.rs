@@ -78,14 +78,7 @@ pub(super) fn absolute(path: &Path, flag: &str) -> Result<PathBuf, Refusal> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    /// The refusal's text, or a test failure.
-    fn refusal<T: std::fmt::Debug>(result: Result<T, Refusal>) -> String {
-        match result {
-            Ok(value) => panic!("expected a refusal, got {value:?}"),
-            Err(refusal) => refusal.to_string(),
-        }
-    }
+    use crate::cli::refusal::tests::refusal;
 
     #[test]
     fn a_path_must_be_absolute_and_says_why_not() {

@@ -16,3 +16,16 @@ pub(super) fn required<T>(value: Option<T>, flag: &str, what: &str) -> Result<T,
         None => refuse(format!("{flag} is required: {what}")),
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::Refusal;
+
+    /// The refusal's text, or a test failure.
+    pub(in crate::cli) fn refusal<T: std::fmt::Debug>(result: Result<T, Refusal>) -> String {
+        match result {
+            Ok(value) => panic!("expected a refusal, got {value:?}"),
+            Err(refusal) => refusal.to_string(),
+        }
+    }
+}

@@ -74,15 +74,8 @@ fn resolve_in(program: &std::ffi::OsStr, search: &std::ffi::OsStr) -> Result<Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::refusal::tests::refusal;
     use std::ffi::OsStr;
-
-    /// The refusal's text, or a test failure.
-    fn refusal<T: std::fmt::Debug>(result: Result<T, Refusal>) -> String {
-        match result {
-            Ok(value) => panic!("expected a refusal, got {value:?}"),
-            Err(refusal) => refusal.to_string(),
-        }
-    }
 
     #[test]
     fn a_bare_name_is_found_in_absolute_folders_of_path_only() {
