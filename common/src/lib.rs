@@ -157,6 +157,7 @@ pub mod commands;
 pub mod error;
 pub mod id;
 pub mod index;
+pub mod keys;
 pub mod layout;
 pub mod lock;
 pub mod proc_info;

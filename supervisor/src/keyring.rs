@@ -63,13 +63,7 @@ pub enum KeyringError {
 /// The longest key file read: 64 hex characters and a line end, with room for spaces.
 const MAX_KEY_FILE: u64 = 80;
 
-/// The file names of an agent's key pair.
-pub fn key_paths(keyring: &Path, agent: &str) -> (PathBuf, PathBuf) {
-    (
-        keyring.join(format!("{agent}.key")),
-        keyring.join(format!("{agent}.pub")),
-    )
-}
+pub use lnk_common::keys::key_paths;
 
 /// Reads and checks the agent's secret key.
 pub fn read_signing_key(keyring: &Path, agent: &str) -> Result<SigningKey, KeyringError> {

@@ -99,7 +99,7 @@ impl Plan {
             if let Some(way_in) = &background.way_in {
                 let keyring = &way_in.keyring;
                 plan.hide("the keyring folder", keyring);
-                let key = keyring.join(format!("{}.key", way_in.agent));
+                let (key, _) = lnk_common::keys::key_paths(keyring, way_in.agent.as_str());
                 plan.secret("the agent's key", &key, keyring);
                 plan.no_writes("the keyring folder", keyring);
                 let socket = &way_in.socket;
