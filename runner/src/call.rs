@@ -295,6 +295,8 @@ fn watch(
         if reports_ready {
             for event in reaper.reports.read()? {
                 match event {
+                    // A spare's, read before it was handed the call.
+                    Event::Ready => {}
                     Event::Started(_) => seen.started = true,
                     Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
                     Event::Leftovers => seen.leftovers_killed = true,

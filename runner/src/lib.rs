@@ -27,6 +27,7 @@ mod progress;
 mod protocol;
 mod render;
 mod server;
+mod spares;
 mod spawn;
 mod sync;
 mod tools;
@@ -127,6 +128,8 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     if let Some(background) = &config.background {
         background::start_sweeps(background);
     }
+    // A call's reaper started ahead of it, once the sandbox is checked.
+    spares::start();
     let server = server::Server::new(context::Toolbox::new(config), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()

@@ -25,17 +25,27 @@ pub struct Reaper {
 }
 
 /// Starts `argv` under a reaper of its own, in `cwd`, with piped stdout and stderr, stdin
-/// piped when `with_input` (else empty). The reaper gets SIGTERM on the death of the calling
-/// thread and then kills the call: the caller keeps this thread alive until the reaper is
-/// reaped ([`Reaper::finish`]).
+/// piped when `with_input` (else empty): a spare started ahead of the call when there is one
+/// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
+/// `spares` thread, which lives as long as serve; a reaper started now on the death of the
+/// calling thread: the caller keeps this thread alive until the reaper is reaped
+/// ([`Reaper::finish`]). Either kills the call then.
 pub fn spawn(argv: &[OsString], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
     if argv.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
     }
-    let (read, write) = report::pipe()?;
     let mut options = Options::new(argv.to_vec(), Duration::ZERO, LEFTOVER_GRACE);
     options.hold_start = hold::path_for(Step::CallReaper);
     options.hold_exec = hold::path_for(Step::CallExec);
+    if let Some(reaper) = crate::spares::hand(&options, cwd, with_input) {
+        return Ok(reaper);
+    }
+    start(&options, cwd, with_input)
+}
+
+/// Starts a reaper for the call now, on the calling thread, with `options` on its command line.
+fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+    let (read, write) = report::pipe()?;
     // `/proc/self/exe` is this very executable even when its file was replaced since.
     let mut command = Command::new("/proc/self/exe");
     command

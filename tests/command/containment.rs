@@ -2,13 +2,18 @@
 //! session of its own, double-forked, under `nohup` or ignoring SIGTERM is gone after the call's
 //! end (and counted as leftovers), its timeout, its cancellation and serve's SIGKILL. And a call
 //! stopped at each step of its start, then serve SIGKILLed there, leaves nothing and runs
-//! nothing.
+//! nothing. serve's spare reaper (a call's reaper started ahead of the call) runs nothing
+//! unless it gets a call whole, and dies with serve.
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::containment::{escaping, every_sandbox, reapers, wait_escaped, wait_file};
-use crate::procs::{marker, wait_gone, with_marker};
+use std::io::Read;
+
+use crate::containment::{
+    argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
+};
+use crate::procs::{marker, wait_dead, wait_gone, with_marker};
 use crate::sandbox::Sandbox;
 use crate::serve::{ANSWER, Setup, ran, text};
 
@@ -94,10 +99,12 @@ fn escapes_die_with_serve_killed(sandbox: Sandbox) {
     wait_gone(&mark, GONE);
 }
 
-/// Holds a call at `step` (`LNK_HOLD`), checks that `held` processes of Link Run's carry the
-/// call's marker there and nothing else does, SIGKILLs serve, and checks that they go and the
-/// program never runs.
-fn held_call_dies_with_serve(sandbox: Sandbox, step: &str, held: usize) {
+/// Holds a call at `step` (`LNK_HOLD`), checks that only Link Run's reaper (and at
+/// `call-exec` its fork, which will become the sandbox) runs there, SIGKILLs serve, and checks
+/// that they go and the program never runs. The first call takes the spare reaper that serve
+/// started with itself, whose command line does not name the call: the held process is known
+/// by the pid it writes in the hold's file.
+fn held_call_dies_with_serve(sandbox: Sandbox, step: &str) {
     let setup = Setup::new(sandbox);
     let hold = setup.path("held");
     let hook = format!("{step}={}", hold.display());
@@ -107,25 +114,166 @@ fn held_call_dies_with_serve(sandbox: Sandbox, step: &str, held: usize) {
         .start_env(&[("LNK_HOLD", std::ffi::OsStr::new(&hook))]);
     let mark = marker();
     serve.send_call(escaping(&mark, "stay"), None);
-    wait_file(&hold, ANSWER);
-    let there = with_marker(&mark);
-    assert_eq!(reapers(&mark).len(), held, "held at {step}: {there:#?}");
+    let held = wait_pid_file(&hold, ANSWER);
+    let reaper = if step == "call-exec" {
+        parent_of(held).unwrap_or_else(|| panic!("the held fork {held} has no parent"))
+    } else {
+        held
+    };
+    let argv = argv_of(reaper);
     assert_eq!(
-        there.len(),
-        held,
+        argv.get(1..3),
+        Some(&["reap".to_owned(), "--spare".to_owned()][..]),
+        "the held call's reaper is serve's spare: {argv:?}"
+    );
+    assert_eq!(parent_of(reaper), Some(serve.pid()), "{argv:?}");
+    let expected: Vec<i32> = if step == "call-exec" {
+        vec![held]
+    } else {
+        Vec::new()
+    };
+    assert_eq!(children_of(reaper), expected, "the reaper's children at {step}");
+    let there = with_marker(&mark);
+    assert!(
+        there.iter().all(|p| p.pid == reaper || p.pid == held),
         "only the reaper runs at {step}: {there:#?}"
     );
     serve.kill();
+    assert!(wait_dead(reaper, GONE), "the held reaper outlived serve");
+    assert!(wait_dead(held, GONE), "the held process outlived serve");
     wait_gone(&mark, GONE);
 }
 
 fn a_call_held_before_its_fork_dies_with_serve(sandbox: Sandbox) {
-    held_call_dies_with_serve(sandbox, "call-reaper", 1);
+    held_call_dies_with_serve(sandbox, "call-reaper");
 }
 
 fn a_call_held_before_its_exec_dies_with_serve(sandbox: Sandbox) {
     // The reaper and its fork, which will become the sandbox.
-    held_call_dies_with_serve(sandbox, "call-exec", 2);
+    held_call_dies_with_serve(sandbox, "call-exec");
+}
+
+/// serve keeps a spare reaper started ahead of the next call: one, its own child, waiting; a
+/// call takes it and another takes its place; and it dies with serve, SIGKILLed, having run
+/// nothing.
+#[test]
+fn a_spare_waits_for_the_next_call_and_dies_with_serve() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().start();
+    let first = wait_spare(serve.pid(), None);
+    let result = serve.call(json!({"program": "true"}));
+    assert_eq!(ran(&result)["exit_code"], 0, "{result}");
+    assert!(
+        wait_dead(first, GONE),
+        "the spare that took the call did not end with it"
+    );
+    let next = wait_spare(serve.pid(), Some(first));
+    serve.kill();
+    assert!(wait_dead(next, GONE), "the spare outlived serve's SIGKILL");
+}
+
+/// A spare runs nothing when its control socket ends before its call's spec is whole (serve
+/// went away or gave up on it): it exits with 125 and never reports a start, and the program
+/// its spec names never runs.
+#[test]
+fn a_spare_whose_control_socket_ends_runs_nothing() {
+    let mark = marker();
+    let body: Vec<u8> = [
+        "--stop-grace-ms",
+        "0",
+        "--leftover-grace-ms",
+        "1000",
+        "--",
+        crate::containment::PROCS,
+        "linger-main",
+        &mark,
+        "300",
+    ]
+    .iter()
+    .flat_map(|arg| arg.bytes().chain([0]))
+    .collect();
+    let mut spec = u32::try_from(body.len()).unwrap().to_le_bytes().to_vec();
+    spec.extend_from_slice(&body);
+    for cut in [0, 3, spec.len() - 1] {
+        let (mut spare, mut reports, control) = start_spare();
+        let mut line = [0u8; 6];
+        reports.read_exact(&mut line).unwrap();
+        assert_eq!(&line, b"ready\n", "the spare says it is ready");
+        rustix::io::write(&control, &spec[..cut]).unwrap();
+        drop(control);
+        let status = spare.wait().unwrap();
+        assert_eq!(status.code(), Some(125), "cut at {cut}: {status}");
+        let mut rest = String::new();
+        reports.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "", "cut at {cut}: the spare reported more");
+        assert!(with_marker(&mark).is_empty(), "cut at {cut}: the program ran");
+    }
+}
+
+/// Starts `lnk-link-run reap --spare` as serve does, with a report pipe at fd 3 and a control
+/// socket at fd 4: the spare, the read end of its reports, and the test's end of the socket.
+#[allow(unsafe_code)]
+fn start_spare() -> (std::process::Child, std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (reports, report_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let (control, control_end) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::STREAM,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    // Above 4, so that placing them at 3 and 4 clobbers neither.
+    let report_end = rustix::io::fcntl_dupfd_cloexec(&report_end, 10).unwrap();
+    let control_end = rustix::io::fcntl_dupfd_cloexec(&control_end, 10).unwrap();
+    let (report_raw, control_raw) = (report_end.as_raw_fd(), control_end.as_raw_fd());
+    let mut command = std::process::Command::new(crate::serve::link_run());
+    command
+        .args(["reap", "--spare"])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: between fork and exec the closure only makes two dup2 system calls on
+    // descriptors this process keeps open until `spawn` returns; dup2 clears close-on-exec on
+    // its target, and the `OwnedFd`s standing for 3 and 4 are never dropped (never closed).
+    unsafe {
+        command.pre_exec(move || {
+            for (from, to) in [(report_raw, 3), (control_raw, 4)] {
+                let mut target =
+                    std::mem::ManuallyDrop::new(std::os::fd::FromRawFd::from_raw_fd(to));
+                rustix::io::dup2(std::os::fd::BorrowedFd::borrow_raw(from), &mut target)?;
+            }
+            Ok(())
+        });
+    }
+    let spare = command.spawn().unwrap();
+    drop((report_end, control_end));
+    (spare, std::fs::File::from(reports), control)
+}
+
+/// Waits until `serve` has a spare reaper other than `not` (its own child, `reap --spare`), and
+/// gives its pid.
+fn wait_spare(serve: i32, not: Option<i32>) -> i32 {
+    let deadline = std::time::Instant::now() + ANSWER;
+    loop {
+        let spares: Vec<i32> = children_of(serve)
+            .into_iter()
+            .filter(|pid| Some(*pid) != not)
+            .filter(|pid| argv_of(*pid).get(1..3) == Some(&["reap".into(), "--spare".into()][..]))
+            .collect();
+        match spares.as_slice() {
+            [spare] => return *spare,
+            [] => {}
+            more => panic!("serve has more than one spare: {more:?}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve has no spare reaper"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A sandbox that cannot be executed (its program went away after serve started) is told as

@@ -88,6 +88,53 @@ pub fn reapers(mark: &str) -> Vec<Proc> {
         .collect()
 }
 
+/// Waits until a hold's file holds a pid and a newline (the held process's), and gives it.
+pub fn wait_pid_file(path: &Path, within: Duration) -> i32 {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(pid) = text.strip_suffix('\n').and_then(|t| t.parse().ok()) {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path:?} held no pid within {within:?}: {text:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A process's arguments (empty when it is gone or a zombie).
+pub fn argv_of(pid: i32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    raw.split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// A process's parent, from `/proc/<pid>/stat` (`None` when it is gone).
+pub fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which ends with the last ')': the state, then the parent.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The live (not zombie) processes whose parent is `pid`, in pid order.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        panic!("cannot read /proc");
+    };
+    let mut children: Vec<i32> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| parent_of(*child) == Some(pid) && crate::procs::alive(*child))
+        .collect();
+    children.sort_unstable();
+    children
+}
+
 /// Waits until a file exists (a hold's announcement).
 pub fn wait_file(path: &Path, within: Duration) {
     let deadline = Instant::now() + within;

@@ -4,8 +4,10 @@
 //!
 //! `LNK_HOLD=<step>=<path>` in the environment of `serve` (for the `call-…` steps) or of a
 //! supervisor (for the `run-…` steps; supervisors inherit `serve`'s environment) holds every call
-//! or run that reaches `<step>` there for good: the process at that step creates `<path>` (so
-//! the test knows it is there) and then waits for a signal, never going on.
+//! or run that reaches `<step>` there for good: the process at that step creates `<path>` and
+//! writes its pid and a newline in it (so the test knows it is there, and which process it
+//! is: a spare reaper's command line does not name its call) and then waits for a signal,
+//! never going on.
 //!
 //! | step | who holds, and where |
 //! |---|---|
@@ -79,11 +81,32 @@ pub fn hold(path: &Path, wake: BorrowedFd<'_>) {
 
 fn announce(path: &Path) {
     // Best effort: a test that cannot see the file fails on its own.
-    let _ = rustix::fs::open(
+    if let Ok(file) = rustix::fs::open(
         path,
         OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
-    );
+    ) {
+        write_pid(&file);
+    }
+}
+
+/// Writes this process's pid and a newline, in one write. Only system calls on the stack, for
+/// a child between fork and exec.
+fn write_pid(file: &impl rustix::fd::AsFd) {
+    let mut pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
+    let mut digits = [0u8; 12];
+    let mut at = digits.len() - 1;
+    digits[at] = b'\n';
+    loop {
+        at -= 1;
+        // A digit: the remainder is below 10.
+        digits[at] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 || at == 0 {
+            break;
+        }
+    }
+    let _ = rustix::io::write(file, &digits[at..]);
 }
 
 /// A hold in a child between fork and exec: the path is made ready before the fork.
@@ -98,14 +121,16 @@ impl ChildHold {
             .map(ChildHold)
     }
 
-    /// In the child: creates the file, then waits for good (until a signal kills the child).
+    /// In the child: creates the file with its pid, then waits for good (until a signal kills the child).
     /// Only system calls on memory made before the fork.
     pub fn hold_forever(&self) -> ! {
-        let _ = rustix::fs::open(
+        if let Ok(file) = rustix::fs::open(
             self.0.as_c_str(),
             OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
-        );
+        ) {
+            write_pid(&file);
+        }
         loop {
             nix::unistd::pause();
         }

@@ -19,6 +19,7 @@ use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal, 
 
 use super::report::REPORT_FD;
 use super::signals;
+use super::spare::CONTROL_FD;
 
 /// Arranges `command` (its program, arguments and stdio already given) to start as a reaper:
 /// an empty environment; in the folder `cwd` is a handle on (`fchdir`, no path resolved again),
@@ -29,18 +30,36 @@ use super::signals;
 /// The caller keeps `cwd` and `report` open until `spawn` returns, then closes `report`, and
 /// keeps the spawning thread alive until the reaper is reaped (the parent-death signal fires at
 /// the thread's end).
-#[allow(unsafe_code)]
 pub fn prepare(command: &mut Command, cwd: Option<BorrowedFd<'_>>, report: &OwnedFd) {
+    prepare_with(command, cwd, report, None);
+}
+
+/// Arranges `command` to start as a spare reaper ([`super::spare`]): as [`prepare`] without a
+/// folder (the call sends its own), and with `control` (the spare's end of a control socket
+/// pair, from [`super::spare::pair`]) as its fd 4. The caller closes `control` once `spawn`
+/// returned, as it does `report`.
+pub fn prepare_spare(command: &mut Command, report: &OwnedFd, control: &OwnedFd) {
+    prepare_with(command, None, report, Some(control));
+}
+
+#[allow(unsafe_code)]
+fn prepare_with(
+    command: &mut Command,
+    cwd: Option<BorrowedFd<'_>>,
+    report: &OwnedFd,
+    control: Option<&OwnedFd>,
+) {
     command.env_clear();
     let parent = getpid();
     let cwd = cwd.map(|fd| fd.as_raw_fd());
     let report = report.as_raw_fd();
+    let control = control.map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes system calls only (fchdir, setsid,
     // sigprocmask, prctl, getppid, fcntl or dup2) on values copied in before the fork, and
-    // builds `io::Error`s from raw errnos, which does not allocate; it takes no lock. `cwd` and
-    // `report` are descriptors the caller keeps open until `spawn` returns, so they are open in
-    // the child (close-on-exec closes them only at the exec).
+    // builds `io::Error`s from raw errnos, which does not allocate; it takes no lock. `cwd`,
+    // `report` and `control` are descriptors the caller keeps open until `spawn` returns, so
+    // they are open in the child (close-on-exec closes them only at the exec).
     unsafe {
         command.pre_exec(move || {
             if let Some(cwd) = cwd {
@@ -62,6 +81,12 @@ pub fn prepare(command: &mut Command, cwd: Option<BorrowedFd<'_>>, report: &Owne
                 // `OwnedFd` standing for it is never dropped (never closed).
                 let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(REPORT_FD));
                 rustix::io::dup2(BorrowedFd::borrow_raw(report), &mut target)?;
+            }
+            // The control socket is above fd 4 (`spare::pair`), so neither dup2 clobbers the
+            // other's source.
+            if let Some(control) = control {
+                let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(CONTROL_FD));
+                rustix::io::dup2(BorrowedFd::borrow_raw(control), &mut target)?;
             }
             Ok(())
         });

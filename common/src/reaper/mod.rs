@@ -27,6 +27,9 @@
 //! - it signals only its own children (pids that cannot be reused before it reaps them) and the
 //!   group of its unreaped leader: never a pid it merely read from `/proc`.
 //!
+//! A call's reaper is usually started ahead of the call, a **spare** that waits for the call's
+//! spec ([`spare`]), so that a call does not wait for a process to start.
+//!
 //! A run's reaper is its gate: it also waits for the supervisor's open byte on stdin
 //! ([`OPEN`], `--wait-open`) before it starts anything, and leads the run's session and group,
 //! which the record names.
@@ -44,18 +47,20 @@ pub mod proven;
 pub mod report;
 mod run;
 pub mod signals;
+pub mod spare;
 
 pub use options::Options;
 pub use report::{Event, Reports};
-pub use run::{main, run};
+pub use run::{main, run, run_spare};
 
 use std::time::Duration;
 
 /// The byte a supervisor writes on a gate's stdin to open it.
 pub const OPEN: u8 = b'g';
 
-/// The reaper's exit code when nothing ran: the gate was closed (its supervisor went away) or a
-/// stop came before the sandbox was started.
+/// The reaper's exit code when nothing ran: the gate was closed (its supervisor went away), a
+/// spare's control socket ended before its call came, or a stop came before the sandbox was
+/// started.
 pub const CLOSED_EXIT: u8 = 125;
 /// The reaper's exit code when it could not set itself up; nothing ran.
 pub const FAILED_EXIT: u8 = 126;

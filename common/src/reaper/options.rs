@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
-//!                       [--hold-start PATH] [--hold-exec PATH] -- <sandbox> <args>...
+//!                       [--null-stdin] [--hold-start PATH] [--hold-exec PATH]
+//!                       -- <sandbox> <args>...
 //! ```
+//!
+//! A spare reaper reads the same arguments from its control socket ([`super::spare`]).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -20,6 +23,9 @@ pub struct Options {
     /// Wait for the open byte ([`super::OPEN`]) on stdin before starting anything (a run's
     /// gate); stdin then becomes `/dev/null`.
     pub wait_open: bool,
+    /// Put `/dev/null` in place of stdin before starting anything (a spare's stdin is a pipe,
+    /// for the calls that have input).
+    pub null_stdin: bool,
     /// Test hook: hold before forking the sandbox (see [`super::hold`]).
     pub hold_start: Option<PathBuf>,
     /// Test hook: hold the sandbox's process before its exec.
@@ -35,6 +41,7 @@ impl Options {
             stop_grace,
             leftover_grace,
             wait_open: false,
+            null_stdin: false,
             hold_start: None,
             hold_exec: None,
             argv,
@@ -51,6 +58,9 @@ impl Options {
         ];
         if self.wait_open {
             args.push("--wait-open".into());
+        }
+        if self.null_stdin {
+            args.push("--null-stdin".into());
         }
         for (flag, path) in [
             ("--hold-start", &self.hold_start),
@@ -93,6 +103,7 @@ impl Options {
                     }
                 }
                 Some("--wait-open") => options.wait_open = true,
+                Some("--null-stdin") => options.null_stdin = true,
                 Some(name @ "--hold-start") => options.hold_start = Some(value(name)?.into()),
                 Some(name @ "--hold-exec") => options.hold_exec = Some(value(name)?.into()),
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
@@ -117,6 +128,7 @@ mod tests {
         );
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
         options.wait_open = true;
+        options.null_stdin = true;
         options.hold_start = Some("/tmp/a b".into());
         options.hold_exec = Some("/tmp/c".into());
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);

@@ -2,6 +2,7 @@
 //!
 //! | line | event |
 //! |---|---|
+//! | `ready` | a spare reaper is set up and waits for its call (see [`super::spare`]) |
 //! | `started <pid>` | the sandbox process runs, as this pid (the leader of its own group) |
 //! | `exited code <n>` / `exited signal <n>` | the sandbox process ended so |
 //! | `leftovers` | processes of the sandbox were still running after it ended (or when it was stopped after its end) and were killed |
@@ -24,6 +25,8 @@ pub const REPORT_FD: i32 = 3;
 /// One event a reaper reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
+    /// A spare reaper is set up (signals, child subreaper) and waits for its call.
+    Ready,
     /// The sandbox process runs with this pid.
     Started(i32),
     /// The sandbox process ended.
@@ -40,6 +43,7 @@ impl Event {
     /// The event as its line (with the newline).
     pub fn line(&self) -> String {
         match self {
+            Event::Ready => "ready\n".to_owned(),
             Event::Started(pid) => format!("started {pid}\n"),
             Event::Exited(Exit::Code(code)) => format!("exited code {code}\n"),
             Event::Exited(Exit::Signal(signal)) => format!("exited signal {signal}\n"),
@@ -53,6 +57,7 @@ impl Event {
     pub fn parse(line: &str) -> Option<Event> {
         let mut words = line.split(' ');
         let event = match (words.next()?, words.next(), words.next()) {
+            ("ready", None, None) => Event::Ready,
             ("started", Some(pid), None) => Event::Started(pid.parse().ok()?),
             ("exited", Some("code"), Some(code)) => Event::Exited(Exit::Code(code.parse().ok()?)),
             ("exited", Some("signal"), Some(signal)) => {
@@ -188,6 +193,7 @@ mod tests {
     #[test]
     fn each_event_reads_back_as_itself() {
         for event in [
+            Event::Ready,
             Event::Started(4321),
             Event::Exited(Exit::Code(0)),
             Event::Exited(Exit::Code(-1)),
@@ -212,6 +218,7 @@ mod tests {
             "exited code",
             "exited sig 9",
             "leftovers now",
+            "ready now",
             "hello",
         ] {
             assert_eq!(Event::parse(line), None, "{line:?}");

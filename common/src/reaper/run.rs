@@ -17,6 +17,7 @@ use super::hold::ChildHold;
 use super::options::Options;
 use super::report::{Event, Reporter};
 use super::signals::Signals;
+use super::spare::{Call, Control, SPARE};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
 use crate::status::Exit;
 
@@ -28,8 +29,15 @@ const DEFAULT_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
 /// net: every end of a child wakes the reaper at once).
 const KILL_RECHECK: Duration = Duration::from_millis(50);
 
-/// Runs a reaper from the arguments after its subcommand.
+/// Runs a reaper from the arguments after its subcommand: `--spare` alone makes it a spare
+/// ([`super::spare`]).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args: Vec<OsString> = args.into_iter().collect();
+    if let [only] = args.as_slice()
+        && only == SPARE
+    {
+        return run_spare();
+    }
     match Options::parse(args) {
         Ok(options) => run(&options),
         Err(problem) => {
@@ -39,25 +47,75 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
-/// Runs the sandbox of `options` to its end; see the module docs of [`super`].
-pub fn run(options: &Options) -> ExitCode {
-    let report = Reporter::from_fd3();
+/// Reports a failure to set up (nothing ran) and gives the exit code that says so.
+fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
+    report.send(Event::Failed(err.raw_os_error().unwrap_or(0)));
+    ExitCode::from(FAILED_EXIT)
+}
+
+/// What every reaper does first: its signals read from a signalfd, and child subreaper.
+fn set_up(report: &Reporter) -> Result<Signals, ExitCode> {
     // Whatever this process inherited beyond stdio (a host that leaks descriptors into
     // `serve`, say) must not reach the sandbox.
     close_on_exec_beyond_stdio();
-    let failed = |err: io::Error| {
-        report.send(Event::Failed(err.raw_os_error().unwrap_or(0)));
-        ExitCode::from(FAILED_EXIT)
-    };
-    let signals = match Signals::new() {
-        Ok(signals) => signals,
-        Err(err) => return failed(err),
-    };
-    if let Err(err) = children::become_subreaper() {
-        return failed(err);
+    let signals = Signals::new().map_err(|err| failed(report, &err))?;
+    children::become_subreaper().map_err(|err| failed(report, &err))?;
+    Ok(signals)
+}
+
+/// Runs the sandbox of `options` to its end; see the module docs of [`super`].
+pub fn run(options: &Options) -> ExitCode {
+    let report = Reporter::from_fd3();
+    match set_up(&report) {
+        Ok(signals) => run_set_up(options, &report, &signals),
+        Err(code) => code,
     }
+}
+
+/// Runs a spare: sets up, reports `ready`, waits for its call on the control socket (fd 4),
+/// enters the call's folder and runs it as [`run`] would. Nothing runs when the socket ends
+/// before the call is whole or a stop comes first.
+pub fn run_spare() -> ExitCode {
+    let report = Reporter::from_fd3();
+    let Some(control) = Control::from_fd4() else {
+        return failed(&report, &io::Error::from(Errno::BADF));
+    };
+    let signals = match set_up(&report) {
+        Ok(signals) => signals,
+        Err(code) => return code,
+    };
+    report.send(Event::Ready);
+    let call = match control.wait_for_call(&signals) {
+        Ok(Some(call)) => call,
+        Ok(None) => return ExitCode::from(CLOSED_EXIT),
+        Err(err) => return failed(&report, &err),
+    };
+    drop(control);
+    if let Err(err) = enter(&call) {
+        return failed(&report, &err);
+    }
+    drop(call.cwd);
+    run_set_up(&call.options, &report, &signals)
+}
+
+/// Puts a spare where its call runs: in its folder, with `/dev/null` as stdin if it has no
+/// input.
+fn enter(call: &Call) -> io::Result<()> {
+    if let Some(cwd) = &call.cwd {
+        rustix::process::fchdir(cwd)?;
+    }
+    if call.options.null_stdin {
+        let null = std::fs::File::open("/dev/null")?;
+        rustix::stdio::dup2_stdin(&null)?;
+    }
+    Ok(())
+}
+
+/// Runs the sandbox of `options` once the reaper is set up.
+fn run_set_up(options: &Options, report: &Reporter, signals: &Signals) -> ExitCode {
+    let failed = |err: io::Error| failed(report, &err);
     if options.wait_open {
-        match wait_open(&signals) {
+        match wait_open(signals) {
             Ok(true) => {}
             Ok(false) => return ExitCode::from(CLOSED_EXIT),
             Err(err) => return failed(err),
@@ -96,8 +154,8 @@ pub fn run(options: &Options) -> ExitCode {
     let _ = let_go_of_stdio();
     let mut reaper = Reaper {
         options,
-        report: &report,
-        signals: &signals,
+        report,
+        signals,
         sandbox,
         phase: Phase::Running,
         exit: None,

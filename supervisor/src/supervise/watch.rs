@@ -163,6 +163,8 @@ impl Run<'_> {
     fn heard(&mut self, event: Event, seen: &mut Watched) {
         let id = &self.record.id;
         match event {
+            // Only a spare reaper says it, and a gate is never one.
+            Event::Ready => {}
             Event::Started(pid) => {
                 tracing::info!(%id, pid, "the sandbox runs");
                 if let Some(path) = hold::path_for(Step::RunStarted) {

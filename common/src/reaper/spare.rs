@@ -1,0 +1,327 @@
+//! A spare reaper: a call's reaper started ahead of the call, waiting for it.
+//!
+//! Starting a reaper is most of a call's overhead (an exec of a dynamically linked binary and
+//! its set-up: about a millisecond of CPU, and under load each process hop waits for a CPU), so
+//! `serve` keeps one started ahead: `lnk-link-run reap --spare`, launched as every reaper is
+//! ([`super::launch`]: a session of its own, an empty environment, its signals blocked, SIGTERM
+//! at its parent's death, its report pipe at fd 3), with a control socket at fd 4 and its stdio
+//! already the pipes a call reads. It sets itself up (its signalfd, child subreaper), reports
+//! `ready`, and waits for the call's **spec** on the control socket, or a stop:
+//!
+//! - the spec is one message: its length (4 bytes, little-endian), then the reaper's options
+//!   as a command line ([`Options::to_args`]), each argument ending in a NUL byte; the call's
+//!   working folder travels with it as a descriptor (`SCM_RIGHTS`), received close-on-exec,
+//!   entered (`fchdir`) and closed before anything runs, so no path is resolved again;
+//! - with the spec whole, the spare closes the control socket and goes on exactly as a reaper
+//!   started for the call (its hold hooks, the fork of the sandbox, its whole life);
+//! - the control socket's end (EOF, `serve` dropped it or died) before the spec is whole, a
+//!   malformed spec, or a stop (SIGTERM, SIGINT, SIGHUP: its parent's death among them) ends
+//!   the spare with [`super::CLOSED_EXIT`]: **nothing runs**.
+//!
+//! A spare holds no descriptor a call's program should not see: fd 3 and 4 are close-on-exec
+//! once the spare runs, everything else it inherited beyond stdio is made close-on-exec (as in
+//! every reaper), the working folder is closed once entered, and a call without input gets
+//! `/dev/null` in place of the spare's stdin pipe (`--null-stdin`).
+
+use std::ffi::OsString;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+
+use super::options::Options;
+use super::report::REPORT_FD;
+use super::signals::Signals;
+
+/// The reaper's argument that makes it a spare.
+pub const SPARE: &str = "--spare";
+/// A spare's descriptor for its control socket.
+pub const CONTROL_FD: i32 = 4;
+/// The largest spec a spare reads. A call whose spec is larger starts a reaper of its own, as
+/// before spares, so that the kernel's own limit on a command line stays the one that counts.
+pub const MAX_SPEC: usize = 8 << 20;
+
+/// A new control socket pair: `serve`'s end and the spare's (at descriptor 5 or above, so
+/// that placing it at [`CONTROL_FD`] in the child never clobbers stdio or the report pipe).
+pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let theirs = if rustix::fd::AsRawFd::as_raw_fd(&theirs) <= CONTROL_FD {
+        rustix::io::fcntl_dupfd_cloexec(&theirs, CONTROL_FD + 1)?
+    } else {
+        theirs
+    };
+    const { assert!(REPORT_FD < CONTROL_FD) };
+    Ok((ours, theirs))
+}
+
+/// The spec of a call as bytes: the length, then each argument and a NUL. `None` when it is
+/// larger than [`MAX_SPEC`].
+pub fn encode(options: &Options) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    for arg in options.to_args() {
+        body.extend_from_slice(arg.as_bytes());
+        body.push(0);
+    }
+    if body.len() > MAX_SPEC {
+        return None;
+    }
+    let len = u32::try_from(body.len()).ok()?;
+    let mut spec = Vec::with_capacity(4 + body.len());
+    spec.extend_from_slice(&len.to_le_bytes());
+    spec.extend_from_slice(&body);
+    Some(spec)
+}
+
+/// `serve`'s side: sends `spec` ([`encode`]) with the working folder `cwd` on the control
+/// socket, whole, or fails (the spare is gone: `EPIPE`, never SIGPIPE).
+pub fn send(control: BorrowedFd<'_>, spec: &[u8], cwd: BorrowedFd<'_>) -> io::Result<()> {
+    let fds = [cwd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::other("no room for the working folder's descriptor"));
+    }
+    let mut sent = loop {
+        match rustix::net::sendmsg(
+            control,
+            &[IoSlice::new(spec)],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        ) {
+            Err(Errno::INTR) => {}
+            other => break other?,
+        }
+    };
+    while sent < spec.len() {
+        match rustix::net::send(control, &spec[sent..], SendFlags::NOSIGNAL) {
+            Ok(0) => return Err(Errno::PIPE.into()),
+            Ok(n) => sent += n,
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+/// A spare's control socket, fd 4, taken over at the spare's start.
+#[derive(Debug)]
+pub struct Control {
+    fd: OwnedFd,
+}
+
+/// A call, as a spare received it.
+#[derive(Debug)]
+pub struct Call {
+    /// How to run it.
+    pub options: Options,
+    /// Its working folder, when one came (close-on-exec).
+    pub cwd: Option<OwnedFd>,
+}
+
+impl Control {
+    /// Takes fd 4 over, close-on-exec; `None` when it is not an open socket (a spare started
+    /// by hand, without its parent).
+    #[allow(unsafe_code)]
+    pub fn from_fd4() -> Option<Self> {
+        if std::fs::symlink_metadata(format!("/proc/self/fd/{CONTROL_FD}")).is_err() {
+            return None;
+        }
+        // SAFETY: fd 4 is open (just checked) and, by the launch contract, this spare's control
+        // socket, which nothing else in the process owns. If it is not a socket after all, it
+        // is forgotten below without being closed.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(CONTROL_FD) };
+        let is_socket = rustix::fs::fstat(&fd).is_ok_and(|stat| {
+            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
+        });
+        if is_socket && rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC).is_ok() {
+            Some(Self { fd })
+        } else {
+            std::mem::forget(fd);
+            None
+        }
+    }
+
+    /// Waits for the call, or a stop. `Ok(None)`: a stop came, or the socket ended (or said
+    /// something that is not a spec) before a spec was whole; nothing may run.
+    pub fn wait_for_call(&self, signals: &Signals) -> io::Result<Option<Call>> {
+        let signal_fd = signals.fd();
+        loop {
+            let mut fds = [
+                PollFd::new(&self.fd, PollFlags::IN),
+                PollFd::new(&signal_fd, PollFlags::IN),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(err) => return Err(err.into()),
+            }
+            let readable = !fds[0].revents().is_empty();
+            if signals.take().stop {
+                return Ok(None);
+            }
+            if readable {
+                return self.receive();
+            }
+        }
+    }
+
+    /// Reads the spec whole (the socket is blocking; `serve` writes it at once).
+    fn receive(&self) -> io::Result<Option<Call>> {
+        let mut header = [0u8; 4];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+        let got = loop {
+            match rustix::net::recvmsg(
+                &self.fd,
+                &mut [IoSliceMut::new(&mut header)],
+                &mut ancillary,
+                RecvFlags::CMSG_CLOEXEC,
+            ) {
+                Err(Errno::INTR) => {}
+                other => break other?.bytes,
+            }
+        };
+        let mut cwd = None;
+        for message in ancillary.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = message {
+                // One descriptor is sent; any more are closed here, as they are dropped.
+                for fd in fds {
+                    cwd.get_or_insert(fd);
+                }
+            }
+        }
+        if got == 0 || !self.read_exact(&mut header[got..])? {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes(header) as usize;
+        if len > MAX_SPEC {
+            return Ok(None);
+        }
+        let mut body = vec![0u8; len];
+        if !self.read_exact(&mut body)? {
+            return Ok(None);
+        }
+        let Some(args) = body.strip_suffix(&[0]) else {
+            return Ok(None);
+        };
+        let args = args.split(|b| *b == 0).map(|a| OsString::from_vec(a.to_vec()));
+        match Options::parse(args) {
+            Ok(options) => Ok(Some(Call { options, cwd })),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Fills `buf`; `false` when the socket ended first.
+    fn read_exact(&self, buf: &mut [u8]) -> io::Result<bool> {
+        let mut at = 0;
+        while at < buf.len() {
+            match rustix::io::read(&self.fd, &mut buf[at..]) {
+                Ok(0) => return Ok(false),
+                Ok(n) => at += n,
+                Err(Errno::INTR) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl AsFd for Control {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+
+    fn options() -> Options {
+        let mut options = Options::new(
+            vec!["/usr/bin/bwrap".into(), "--".into(), "a\nb c".into()],
+            Duration::ZERO,
+            Duration::from_secs(1),
+        );
+        options.null_stdin = true;
+        options
+    }
+
+    #[test]
+    fn a_spec_is_its_length_then_its_arguments() {
+        let spec = encode(&options()).unwrap();
+        let len = u32::from_le_bytes(spec[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, spec.len() - 4);
+        assert!(spec.ends_with(b"a\nb c\0"));
+    }
+
+    #[test]
+    fn a_spec_too_large_is_not_encoded() {
+        let options = Options::new(
+            vec!["x".into(), OsString::from("y".repeat(MAX_SPEC))],
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        assert!(encode(&options).is_none());
+    }
+
+    /// Both ends in one process: what is sent is received, with a working folder.
+    #[test]
+    fn the_spec_and_the_folder_arrive_whole() {
+        let (ours, theirs) = pair().unwrap();
+        assert!(rustix::fd::AsRawFd::as_raw_fd(&theirs) > CONTROL_FD);
+        let control = Control { fd: theirs };
+        let folder = std::fs::File::open("/").unwrap();
+        let spec = encode(&options()).unwrap();
+        send(ours.as_fd(), &spec, folder.as_fd()).unwrap();
+        let call = control.receive().unwrap().unwrap();
+        assert_eq!(call.options, options());
+        let cwd = call.cwd.unwrap();
+        let flags = rustix::io::fcntl_getfd(&cwd).unwrap();
+        assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+        let stat = rustix::fs::fstat(&cwd).unwrap();
+        let root = rustix::fs::stat("/").unwrap();
+        assert_eq!((stat.st_dev, stat.st_ino), (root.st_dev, root.st_ino));
+    }
+
+    /// A spec cut short by the end of the socket is no call.
+    #[test]
+    fn a_spec_cut_short_is_no_call() {
+        let spec = encode(&options()).unwrap();
+        for cut in [0, 2, 4, spec.len() - 1] {
+            let (ours, theirs) = pair().unwrap();
+            let control = Control { fd: theirs };
+            if cut > 0 {
+                rustix::io::write(&ours, &spec[..cut]).unwrap();
+            }
+            drop(ours);
+            assert!(control.receive().unwrap().is_none(), "cut at {cut}");
+        }
+    }
+
+    /// A spec that is not the reaper's options (no `--`, say) is no call.
+    #[test]
+    fn a_malformed_spec_is_no_call() {
+        let (ours, theirs) = pair().unwrap();
+        let control = Control { fd: theirs };
+        let body = b"--what\0";
+        let mut spec = (body.len() as u32).to_le_bytes().to_vec();
+        spec.extend_from_slice(body);
+        rustix::io::write(&ours, &spec).unwrap();
+        assert!(control.receive().unwrap().is_none());
+    }
+}

@@ -1,0 +1,235 @@
+//! Spare reapers: a call's reaper started ahead of the call, so that a call hands its spec to a
+//! reaper that already runs instead of waiting for one to start (most of a call's overhead).
+//!
+//! One thread of `serve`'s, `spares`, keeps one spare ready: `lnk-link-run reap --spare`,
+//! launched as every call's reaper is (`lnk_common::reaper::launch`), its stdio already the
+//! pipes a call reads, waiting on its control socket (see `lnk_common::reaper::spare`). A call
+//! takes it ([`hand`]), waits for its `ready` if it is still starting, sends its spec and its
+//! working folder, and wakes the thread, which starts the next spare meanwhile. A call that
+//! finds no spare (calls at once), or whose spare is gone, starts a reaper of its own, as
+//! before spares: nothing is lost but time.
+//!
+//! The parent-death signal of a spare, and so of the call that takes it, is tied to the thread
+//! that spawned it: the `spares` thread never ends while `serve` runs. When `serve` dies its
+//! spare gets SIGTERM and its control socket ends, and it exits having run nothing.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+use std::{io, thread};
+
+use lnk_common::reaper::{Event, Options, Reports, launch, report, spare};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
+use crate::spawn::{REAP, Reaper};
+use crate::sync::lock;
+
+/// How long a call waits for a spare still starting to say `ready` before it starts a reaper of
+/// its own (a safety net: a spare is ready within milliseconds).
+const READY_WITHIN: Duration = Duration::from_secs(5);
+/// How long serve's start waits for the first spare to be spawned.
+const FIRST_WITHIN: Duration = Duration::from_secs(2);
+/// After a spare could not be started, how long until the next try.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The spares of this process, once [`start`] ran (only `serve` starts them).
+static SPARES: OnceLock<Arc<Spares>> = OnceLock::new();
+
+/// The spare slot and the refill thread's wake-up.
+#[derive(Debug, Default)]
+struct Spares {
+    slot: Mutex<Option<Spare>>,
+    taken: Condvar,
+}
+
+/// A spare reaper, started: its process (stdio piped), its reports, and `serve`'s end of its
+/// control socket.
+#[derive(Debug)]
+struct Spare {
+    child: Child,
+    reports: Reports,
+    control: OwnedFd,
+}
+
+/// Starts the `spares` thread and waits (briefly) until it has spawned the first spare, so that
+/// the first call finds one. A failure is logged; calls then start reapers of their own.
+pub fn start() {
+    let spares = Arc::new(Spares::default());
+    if SPARES.set(Arc::clone(&spares)).is_err() {
+        return;
+    }
+    let (first_tx, first_rx) = mpsc::channel();
+    let started = thread::Builder::new()
+        .name("spares".into())
+        .spawn(move || spares.refill(first_tx));
+    match started {
+        Ok(_) => {
+            let _ = first_rx.recv_timeout(FIRST_WITHIN);
+        }
+        Err(err) => tracing::warn!(
+            "no spare reapers ({err}): each call starts its own reaper, which is slower"
+        ),
+    }
+}
+
+/// Hands a call to a spare, when one is there and takes it: the call's reaper, running the
+/// call. `None`: no spare (or it could not take the call, and was disposed of); the caller
+/// starts a reaper of its own.
+pub fn hand(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> Option<Reaper> {
+    let spares = SPARES.get()?;
+    let mut options = options.clone();
+    options.null_stdin = !with_input;
+    // A spec too large for a spare goes the old way, where the kernel's limit decides.
+    let spec = spare::encode(&options)?;
+    let spare = spares.take()?;
+    match spare.hand(&spec, cwd, with_input) {
+        Ok(reaper) => Some(reaper),
+        Err(err) => {
+            tracing::debug!("a spare reaper could not take a call ({err}); starting one for it");
+            None
+        }
+    }
+}
+
+impl Spares {
+    /// Takes the spare, if there is one, and wakes the refill thread.
+    fn take(&self) -> Option<Spare> {
+        let spare = lock(&self.slot).take();
+        if spare.is_some() {
+            self.taken.notify_one();
+        }
+        spare
+    }
+
+    /// The `spares` thread: keeps one spare in the slot, for good.
+    fn refill(&self, first: mpsc::Sender<()>) {
+        let mut first = Some(first);
+        let mut failures = 0u32;
+        loop {
+            {
+                let mut slot = lock(&self.slot);
+                while slot.is_some() {
+                    slot = self
+                        .taken
+                        .wait(slot)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            match Spare::start() {
+                Ok(spare) => {
+                    *lock(&self.slot) = Some(spare);
+                    failures = 0;
+                }
+                Err(err) => {
+                    failures = failures.saturating_add(1);
+                    if failures == 1 {
+                        tracing::warn!(
+                            "a spare reaper could not be started ({err}); calls start their \
+                             own until one can"
+                        );
+                    }
+                    thread::sleep(RETRY_AFTER);
+                }
+            }
+            if let Some(first) = first.take() {
+                let _ = first.send(());
+            }
+        }
+    }
+}
+
+impl Spare {
+    /// Starts a spare: `lnk-link-run reap --spare`, with piped stdio, its report pipe at fd 3
+    /// and its control socket at fd 4.
+    fn start() -> io::Result<Spare> {
+        let (read, write) = report::pipe()?;
+        let (control, theirs) = spare::pair()?;
+        let mut command = Command::new("/proc/self/exe");
+        command
+            .arg0("lnk-link-run")
+            .arg(REAP)
+            .arg(spare::SPARE)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // An empty environment, a session of its own, its signals blocked, SIGTERM at the death
+        // of this thread (which lives as long as serve): as every call's reaper.
+        launch::prepare_spare(&mut command, &write, &theirs);
+        let mut child = command.spawn()?;
+        drop((write, theirs));
+        match Reports::new(read) {
+            Ok(reports) => Ok(Spare {
+                child,
+                reports,
+                control,
+            }),
+            Err(err) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(err)
+            }
+        }
+    }
+
+    /// Gives the spare its call: waits for its `ready`, sends the spec with the working
+    /// folder, and closes the control socket. The spare is killed and reaped on any failure.
+    fn hand(mut self, spec: &[u8], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+        let handed = self
+            .await_ready()
+            .and_then(|()| spare::send(self.control.as_fd(), spec, cwd));
+        if let Err(err) = handed {
+            self.dispose();
+            return Err(err);
+        }
+        let Spare {
+            mut child,
+            reports,
+            control,
+        } = self;
+        drop(control);
+        if !with_input {
+            // The spare puts /dev/null in place of its stdin pipe (`--null-stdin`).
+            child.stdin = None;
+        }
+        Ok(Reaper { child, reports })
+    }
+
+    /// Waits until the spare has said `ready`.
+    fn await_ready(&mut self) -> io::Result<()> {
+        let deadline = Instant::now() + READY_WITHIN;
+        loop {
+            let events = self.reports.read()?;
+            if let Some(event) = events.iter().find(|e| **e != Event::Ready) {
+                return Err(io::Error::other(format!(
+                    "the spare reaper reported {event:?} while waiting"
+                )));
+            }
+            if self.reports.ended() {
+                return Err(io::Error::other("the spare reaper ended"));
+            }
+            if !events.is_empty() {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::other("the spare reaper was not ready in time"));
+            }
+            let timeout = Timespec::try_from(left).ok();
+            let mut fds = [PollFd::new(&self.reports, PollFlags::IN)];
+            match poll(&mut fds, timeout.as_ref()) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// Kills and reaps a spare that will not run a call. It has started nothing (it runs a
+    /// call only once the spec is whole, and a spec that was sent whole is not taken back).
+    fn dispose(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
