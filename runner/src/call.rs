@@ -297,7 +297,10 @@ fn watch(
                 match event {
                     // A spare's, read before it was handed the call.
                     Event::Ready => {}
-                    Event::Started(_) => seen.started = true,
+                    Event::Started(_) => {
+                        seen.started = true;
+                        crate::spares::refill();
+                    }
                     Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
                     Event::Leftovers => seen.leftovers_killed = true,
                     Event::ExecFailed(errno) | Event::Failed(errno) => seen.failed = Some(errno),

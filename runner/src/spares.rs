@@ -5,7 +5,8 @@
 //! launched as every call's reaper is (`lnk_common::reaper::launch`), its stdio already the
 //! pipes a call reads, waiting on its control socket (see `lnk_common::reaper::spare`). A call
 //! takes it ([`hand`]), waits for its `ready` if it is still starting, sends its spec and its
-//! working folder, and wakes the thread, which starts the next spare meanwhile. A call that
+//! working folder, and, once its sandbox runs, wakes the thread ([`refill`]), which starts the
+//! next spare meanwhile. A call that
 //! finds no spare (calls at once), or whose spare is gone, starts a reaper of its own, as
 //! before spares: nothing is lost but time.
 //!
@@ -94,14 +95,19 @@ pub fn hand(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> Option<
     }
 }
 
+/// Has the `spares` thread start the next spare if the slot is empty. A call asks once its
+/// sandbox runs (and again at its end): starting a spare costs a fork of serve and an exec,
+/// which would otherwise compete for a CPU with the spare that is just taking the call.
+pub fn refill() {
+    if let Some(spares) = SPARES.get() {
+        spares.taken.notify_one();
+    }
+}
+
 impl Spares {
-    /// Takes the spare, if there is one, and wakes the refill thread.
+    /// Takes the spare, if there is one. The next one is started at [`refill`].
     fn take(&self) -> Option<Spare> {
-        let spare = lock(&self.slot).take();
-        if spare.is_some() {
-            self.taken.notify_one();
-        }
-        spare
+        lock(&self.slot).take()
     }
 
     /// The `spares` thread: keeps one spare in the slot, for good.

@@ -102,6 +102,8 @@ impl Reaper {
     /// killed) may have left processes behind: those still in its session, whose id cannot
     /// have been reused while the reaper is unreaped, are killed first.
     pub fn finish(mut self) -> io::Result<()> {
+        // A call that ended before its sandbox started did not ask for the next spare yet.
+        crate::spares::refill();
         let Some(pid) = self.pid() else {
             return self.child.wait().map(drop);
         };

@@ -25,6 +25,7 @@ every_sandbox!(
     a_call_held_before_its_fork_dies_with_serve,
     a_call_held_before_its_exec_dies_with_serve,
     a_descriptor_serve_inherited_does_not_reach_the_program,
+    stdin_is_dev_null_without_input_and_a_pipe_with_it,
 );
 
 /// How long the processes of a call that ended may take to be gone (the second of leftover
@@ -132,7 +133,11 @@ fn held_call_dies_with_serve(sandbox: Sandbox, step: &str) {
     } else {
         Vec::new()
     };
-    assert_eq!(children_of(reaper), expected, "the reaper's children at {step}");
+    assert_eq!(
+        children_of(reaper),
+        expected,
+        "the reaper's children at {step}"
+    );
     let there = with_marker(&mark);
     assert!(
         there.iter().all(|p| p.pid == reaper || p.pid == held),
@@ -206,7 +211,10 @@ fn a_spare_whose_control_socket_ends_runs_nothing() {
         let mut rest = String::new();
         reports.read_to_string(&mut rest).unwrap();
         assert_eq!(rest, "", "cut at {cut}: the spare reported more");
-        assert!(with_marker(&mark).is_empty(), "cut at {cut}: the program ran");
+        assert!(
+            with_marker(&mark).is_empty(),
+            "cut at {cut}: the program ran"
+        );
     }
 }
 
@@ -326,4 +334,33 @@ fn a_descriptor_serve_inherited_does_not_reach_the_program(sandbox: Sandbox) {
         !listing.contains("leaked-into-serve"),
         "the program holds serve's inherited descriptor: {listing}"
     );
+}
+
+/// A call without `input` reads `/dev/null`, one with it a pipe that holds the input, whether
+/// its reaper was a spare (whose stdin is a pipe until it gets its call) or not: calls one
+/// after the other take spares, calls at once start reapers of their own too.
+fn stdin_is_dev_null_without_input_and_a_pipe_with_it(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let script = "if [ -c /dev/stdin ]; then echo char; else echo other; fi; cat";
+    let without = json!({"program": "sh", "args": ["-c", script]});
+    let with = json!({"program": "sh", "args": ["-c", script], "input": "the input"});
+    for _ in 0..2 {
+        let result = serve.call(without.clone());
+        assert_eq!(ran(&result)["stdout"], "char\n", "{result}");
+        let result = serve.call(with.clone());
+        assert_eq!(ran(&result)["stdout"], "other\nthe input", "{result}");
+    }
+    let ids: Vec<(i64, bool)> = (0..6)
+        .map(|n| {
+            let input = n % 2 == 0;
+            let call = if input { with.clone() } else { without.clone() };
+            (serve.send_call(call, None), input)
+        })
+        .collect();
+    for (id, input) in ids {
+        let result = serve.call_result(id, ANSWER);
+        let expected = if input { "other\nthe input" } else { "char\n" };
+        assert_eq!(ran(&result)["stdout"], expected, "{result}");
+    }
 }

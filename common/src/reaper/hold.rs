@@ -93,7 +93,10 @@ fn announce(path: &Path) {
 /// Writes this process's pid and a newline, in one write. Only system calls on the stack, for
 /// a child between fork and exec.
 fn write_pid(file: &impl rustix::fd::AsFd) {
-    let mut pid = rustix::process::getpid().as_raw_nonzero().get().unsigned_abs();
+    let mut pid = rustix::process::getpid()
+        .as_raw_nonzero()
+        .get()
+        .unsigned_abs();
     let mut digits = [0u8; 12];
     let mut at = digits.len() - 1;
     digits[at] = b'\n';

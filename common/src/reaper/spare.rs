@@ -91,7 +91,9 @@ pub fn send(control: BorrowedFd<'_>, spec: &[u8], cwd: BorrowedFd<'_>) -> io::Re
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
     if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(io::Error::other("no room for the working folder's descriptor"));
+        return Err(io::Error::other(
+            "no room for the working folder's descriptor",
+        ));
     }
     let mut sent = loop {
         match rustix::net::sendmsg(
@@ -215,7 +217,9 @@ impl Control {
         let Some(args) = body.strip_suffix(&[0]) else {
             return Ok(None);
         };
-        let args = args.split(|b| *b == 0).map(|a| OsString::from_vec(a.to_vec()));
+        let args = args
+            .split(|b| *b == 0)
+            .map(|a| OsString::from_vec(a.to_vec()));
         match Options::parse(args) {
             Ok(options) => Ok(Some(Call { options, cwd })),
             Err(_) => Ok(None),
