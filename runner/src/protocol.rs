@@ -126,8 +126,81 @@ impl RpcError {
 
 /// Reads one line into a message.
 pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
-    let value: Value = serde_json::from_slice(line)
-        .map_err(|e| RpcError::new(Value::Null, PARSE_ERROR, format!("not JSON: {e}")))?;
+    match serde_json::from_slice(line) {
+        Ok(value) => parse_value(value, line),
+        Err(e) => {
+            // A lone surrogate (`"\ud83d"`: an emoji cut in half, as a JavaScript host may send
+            // it) is valid JSON text that serde refuses; it is read as U+FFFD, as invalid UTF-8
+            // is shown elsewhere, so the request is answered rather than left unanswered.
+            if let Some(repaired) = lone_surrogates_replaced(line)
+                && let Ok(value) = serde_json::from_slice(&repaired)
+            {
+                return parse_value(value, &repaired);
+            }
+            Err(RpcError::new(
+                Value::Null,
+                PARSE_ERROR,
+                format!("not JSON: {e}"),
+            ))
+        }
+    }
+}
+
+/// `line` with each `\uXXXX` escape of a lone surrogate (one not in a high-low pair) made
+/// `\ufffd`; `None` when it has none.
+fn lone_surrogates_replaced(line: &[u8]) -> Option<Vec<u8>> {
+    let escape_at = |i: usize| -> Option<u32> {
+        let hex = line.get(i..i + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u32::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    };
+    let mut out = Vec::with_capacity(line.len());
+    let (mut i, mut in_string, mut replaced) = (0, false, false);
+    while i < line.len() {
+        let byte = line[i];
+        if !in_string {
+            in_string = byte == b'"';
+            out.push(byte);
+            i += 1;
+            continue;
+        }
+        match byte {
+            b'"' => in_string = false,
+            b'\\' => {
+                if let Some(unit) = escape_at(i) {
+                    let high = (0xd800..0xdc00).contains(&unit);
+                    let paired =
+                        high && escape_at(i + 6).is_some_and(|low| (0xdc00..0xe000).contains(&low));
+                    if paired {
+                        out.extend_from_slice(&line[i..i + 12]);
+                        i += 12;
+                    } else if (0xd800..0xe000).contains(&unit) {
+                        out.extend_from_slice(b"\\ufffd");
+                        replaced = true;
+                        i += 6;
+                    } else {
+                        out.extend_from_slice(&line[i..i + 6]);
+                        i += 6;
+                    }
+                    continue;
+                }
+                // Any other escape: its two bytes as they are.
+                out.extend_from_slice(&line[i..(i + 2).min(line.len())]);
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(byte);
+        i += 1;
+    }
+    replaced.then_some(out)
+}
+
+/// Reads a parsed message; `line` is the text it came from.
+fn parse_value(value: Value, line: &[u8]) -> Result<Incoming, RpcError> {
     let Value::Object(mut message) = value else {
         let what = if value.is_array() {
             "batches are not supported; send one JSON-RPC object per line"
@@ -243,6 +316,25 @@ pub fn cut_short(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_surrogate_is_read_as_a_replacement_character() {
+        let line = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"a":"x\ud83d","b":"\udc00y","c":"\ud83d\ude00","d":"\\ud83d"}}"#;
+        let Ok(Incoming::Request { id, params, .. }) = parse(line) else {
+            panic!("a request with lone surrogates is read")
+        };
+        assert_eq!(id, json!(7));
+        assert_eq!(params["a"], "x\u{fffd}");
+        assert_eq!(params["b"], "\u{fffd}y");
+        assert_eq!(params["c"], "😀");
+        assert_eq!(params["d"], "\\ud83d");
+        assert!(lone_surrogates_replaced(br#"{"a":"\ud83d\ude00 \\ud800"}"#).is_none());
+        // Still not JSON: answered as before.
+        let Err(refused) = parse(br#"{"a":"\ud83d"#) else {
+            panic!("a cut line is refused")
+        };
+        assert_eq!(refused.code, PARSE_ERROR);
+    }
 
     #[test]
     fn quotes_are_cut_short() {
