@@ -29,6 +29,9 @@ pub fn stop(path: &Path) -> Result<usize> {
         return Ok(0);
     };
     let _start = take_start_lock(&state)?;
+    if removed_meanwhile(&state) {
+        return Ok(0);
+    }
     for_each_run_stopped(&state, false, |_, guard| {
         drop(guard);
         Ok(())
@@ -42,6 +45,9 @@ pub fn remove(path: &Path) -> Result<()> {
         return Ok(());
     };
     let start = take_start_lock(&state)?;
+    if removed_meanwhile(&state) {
+        return Ok(());
+    }
     for_each_run_stopped(&state, true, |id, guard| match Record::load(&state, id) {
         Ok(record) => sweep::remove_run(&state, &record, guard),
         Err(e) if e.is_not_found() => Ok(guard.remove()?),
@@ -91,6 +97,13 @@ fn open(path: &Path) -> Result<Option<StateDir>> {
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether a `remove --state` that held `start.lock` before this process removed the folder
+/// (this one then waited on a lock file whose folder is gone): nothing is left to do. Two
+/// removes at once both succeed.
+fn removed_meanwhile(state: &StateDir) -> bool {
+    matches!(std::fs::symlink_metadata(state.path()), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Takes `start.lock`, so that no run starts meanwhile. Whatever holds it longer than a start

@@ -250,3 +250,46 @@ fn stop_and_remove_state_handle_thousands_of_runs_under_a_low_ulimit() {
         .collect();
     assert!(left.is_empty(), "{} output files stay", left.len());
 }
+
+/// Two `remove --state` at once both succeed: the second waited on `start.lock` while the
+/// first removed the folder, and finds nothing left to do. (A process of the test's holds the
+/// lock for a moment, so that both are waiting on it before either may go on.)
+#[test]
+fn two_removes_at_once_both_succeed() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.serve(&Flags::default()).start();
+    let runs = start_runs(&t, &mut serve);
+    drop(serve);
+    let lock = t.state().join("start.lock");
+    let mut holder = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "1"])
+        .spawn()
+        .unwrap();
+    // Held once a try from here fails.
+    let file = std::fs::File::open(&lock).unwrap();
+    let deadline = std::time::Instant::now() + ANSWER;
+    while file.try_lock().is_ok() {
+        file.unlock().unwrap();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flock never held the lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(file);
+    let state = path_str(t.state());
+    let first = spawn_cli(&["remove", "--state", &state]);
+    let second = spawn_cli(&["remove", "--state", &state]);
+    assert!(holder.wait().unwrap().success());
+    for (which, run) in [("first", first), ("second", second)] {
+        let out = run.finish(CLI);
+        assert!(
+            out.status.success(),
+            "the {which} remove failed: {}",
+            out.stderr
+        );
+    }
+    assert!(!exists(t.state()), "{:?}", names(t.state()));
+    nothing_runs(&runs);
+}
