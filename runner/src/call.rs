@@ -20,7 +20,8 @@ use lnk_common::reaper::Event;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
 use crate::capture::HeadTail;
-use crate::spawn::{self, Reaper};
+use crate::reaper::Reaper;
+use crate::spawn;
 
 /// How long after the sandbox process exits the processes it left may go on before they are
 /// killed, and the longest the answer waits for pipes they hold.
@@ -129,6 +130,8 @@ pub fn run(
     }
     // However the watch ended, the reaper is reaped here (after it killed everything), and
     // what it may have left in its session is killed first if it did not end as it should.
+    // A call that ended before its sandbox started did not ask for the next spare yet.
+    crate::spares::refill();
     let reaped = reaper.finish();
     let watched = watched?;
     reaped?;

@@ -25,6 +25,7 @@ mod lines;
 mod program;
 mod progress;
 mod protocol;
+mod reaper;
 mod render;
 mod server;
 mod spares;
@@ -48,7 +49,7 @@ pub fn main() -> ExitCode {
     // A call's reaper, started by `serve` once per call: before clap and logging, whose set-up
     // would be every call's cost.
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|sub| sub == spawn::REAP) {
+    if args.nth(1).is_some_and(|sub| sub == reaper::REAP) {
         return lnk_common::reaper::main(args);
     }
     let (config, sandbox_check) = match cli::Cli::parse_args() {

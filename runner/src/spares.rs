@@ -25,7 +25,7 @@ use std::{io, thread};
 use lnk_common::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use crate::spawn::{REAP, Reaper};
+use crate::reaper::{REAP, Reaper};
 use crate::sync::lock;
 
 /// How long a call waits for a spare still starting to say `ready` before it starts a reaper of
