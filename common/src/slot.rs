@@ -156,7 +156,20 @@ mod tests {
         let file = held.into_iter().next().unwrap().into_file();
         assert!(is_slot(&state, &file));
         drop(file);
-        assert!(Slot::take(&state, 3).unwrap().is_some(), "a freed slot");
+        // Free once every copy of its descriptor is closed: another test of this process that
+        // forks at this moment holds a copy until its child execs (close-on-exec), so the
+        // freed slot is looked for again, briefly, rather than once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let freed = loop {
+            match Slot::take(&state, 3).unwrap() {
+                Some(slot) => break Some(slot),
+                None if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                None => break None,
+            }
+        };
+        assert!(freed.is_some(), "a freed slot");
         let other = tempfile::tempfile().unwrap();
         assert!(!is_slot(&state, &other));
     }
