@@ -225,6 +225,7 @@ fn watch(
         err: HeadTail::new(0),
     };
     let mut stopped_at: Option<Instant> = None;
+    let mut reaper_killed = false;
     let mut reaper_ended_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
@@ -238,10 +239,13 @@ fn watch(
         }
         if let Some(at) = stopped_at
             && reaper_ended_at.is_none()
+            && !reaper_killed
             && now >= at + REAPER_STUCK
         {
+            // Once: its end comes through its report pipe, which the poll below waits on.
             tracing::warn!("a call's reaper did not end after it was asked to; killing it");
             reaper.kill();
+            reaper_killed = true;
         }
         if let Some(ended_at) = reaper_ended_at {
             // The reaper ended: everything it held is dead. Pipes still open are held by
@@ -264,6 +268,7 @@ fn watch(
         }
         if let Some(at) = stopped_at
             && reaper_ended_at.is_none()
+            && !reaper_killed
         {
             wake_at = wake_at.min(at + REAPER_STUCK);
         }

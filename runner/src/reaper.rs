@@ -26,11 +26,14 @@ impl Reaper {
         Pid::from_raw(i32::try_from(self.child.id()).ok()?)
     }
 
-    /// Asks the reaper to kill everything of the call now (SIGTERM).
+    /// Asks the reaper to kill everything of the call now (SIGTERM), and wakes it should a
+    /// program of the call have stopped it (SIGCONT): a sandbox that shares serve's PID
+    /// namespace lets a program SIGSTOP its own reaper, whose SIGTERM would then wait.
     pub fn stop(&self) {
         if let Some(pid) = self.pid() {
             // Unreaped, so still ours; an error means it has exited already.
             let _ = kill_process(pid, Signal::TERM);
+            let _ = kill_process(pid, Signal::CONT);
         }
     }
 

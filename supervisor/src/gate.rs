@@ -97,9 +97,12 @@ impl Gate {
         Pid::from_raw(i32::try_from(self.child.id()).ok()?)
     }
 
-    /// Asks the gate to stop the run: SIGTERM to everything, SIGKILL two seconds later.
+    /// Asks the gate to stop the run: SIGTERM to everything, SIGKILL two seconds later. And
+    /// wakes it (SIGCONT), should a program of the run have stopped it: a sandbox that shares
+    /// the supervisor's PID namespace lets one SIGSTOP its own gate.
     pub fn stop(&self) {
         self.signal(Signal::TERM);
+        self.signal(Signal::CONT);
     }
 
     /// Kills the gate itself, for one that does not end when asked (what it held is then

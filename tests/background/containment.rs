@@ -12,7 +12,7 @@ use rustix::process::Signal;
 use serde_json::json;
 
 use crate::containment::{
-    escaping, escaping_with_trap, every_sandbox, reapers, wait_escaped, wait_file,
+    PROCS, escaping, escaping_with_trap, every_sandbox, reapers, wait_escaped, wait_file,
 };
 use crate::procs::{alive, wait_dead, wait_for_role, wait_gone, with_marker};
 use crate::runs::{
@@ -375,4 +375,31 @@ fn a_run_whose_sandbox_cannot_be_executed_is_recorded_so() {
     );
     let output = std::fs::read_to_string(bg.output_path(&id)).unwrap_or_default();
     assert!(output.contains(failure), "{output:?}");
+}
+
+/// A program that SIGSTOPs its own gate (possible where the sandbox shares the supervisor's
+/// PID namespace, as the pass-through prefix does) still has its run end at the background
+/// timeout, recorded as timed out, with nothing left: the supervisor wakes the gate when it
+/// asks it to stop.
+#[test]
+fn a_gate_stopped_by_its_program_still_ends_the_run_at_its_timeout() {
+    let bg = Bg::new(Sandbox::Passthrough);
+    let flags = Flags {
+        timeout: "1s",
+        ..Flags::default()
+    };
+    let mut serve = bg.serve(&flags).start();
+    let mark = bg.marker();
+    // Under the pass-through prefix the shell's parent is its gate.
+    let script = r#"kill -STOP $PPID; exec "$0" linger "$1" 60"#;
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", script, PROCS, mark]}),
+    );
+    let run = wait_ended(&mut serve, &id, ANSWER);
+    assert_eq!(run["state"], "timed_out", "{run}");
+    wait_gone(&mark, GONE);
+    // It ended because it was woken, not because it was killed as a stuck gate.
+    let log = std::fs::read_to_string(bg.state.join(format!("{id}.log"))).unwrap_or_default();
+    assert!(!log.contains("the gate did not end"), "{log}");
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use std::io::Read;
 
 use crate::containment::{
-    argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
+    PROCS, argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
 };
 use crate::procs::{marker, wait_dead, wait_gone, with_marker};
 use crate::sandbox::Sandbox;
@@ -363,4 +363,20 @@ fn stdin_is_dev_null_without_input_and_a_pipe_with_it(sandbox: Sandbox) {
         let expected = if input { "other\nthe input" } else { "char\n" };
         assert_eq!(ran(&result)["stdout"], expected, "{result}");
     }
+}
+
+/// A program that SIGSTOPs its own reaper (possible where the sandbox shares serve's PID
+/// namespace, as the pass-through prefix does) still has its call end at its timeout, as a
+/// timeout: serve wakes the reaper when it asks it to stop.
+#[test]
+fn a_reaper_stopped_by_its_program_still_ends_the_call_at_its_timeout() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().timeout("1s").start();
+    let mark = marker();
+    // Under the pass-through prefix the shell's parent is its reaper.
+    let script = r#"kill -STOP $PPID; exec "$0" linger "$1" 60"#;
+    let result = serve.call(json!({"program": "sh", "args": ["-c", script, PROCS, mark]}));
+    let value = ran(&result);
+    assert_eq!(value["timed_out"], true, "{result}");
+    wait_gone(&mark, GONE);
 }
