@@ -29,6 +29,16 @@ fn fixture(t: &Tell, name: &str, id: &str) -> Value {
     record
 }
 
+/// The test's state folder, made as Link Run makes one (0700) but with nothing in it: no index.
+fn make_state_folder(t: &Tell) {
+    std::fs::create_dir(t.state()).unwrap();
+    std::fs::set_permissions(
+        t.state(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+}
+
 fn plant(t: &Tell, record: &Value) {
     let id = record["id"].as_str().unwrap();
     std::fs::write(
@@ -42,12 +52,7 @@ fn plant(t: &Tell, record: &Value) {
 #[test]
 fn a_folder_of_version_1_records_is_swept_indexed_read_and_removed() {
     let t = Tell::new(Sandbox::Passthrough);
-    std::fs::create_dir(t.state()).unwrap();
-    std::fs::set_permissions(
-        t.state(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    make_state_folder(&t);
     let now = now_ms();
     // Ended two days ago with a keep of a day: due. Ended a minute ago: kept. Running, but
     // nothing holds its lock: lost.
@@ -177,12 +182,7 @@ fn a_sweep_looks_only_at_what_is_due() {
 fn a_filtered_page_reads_a_bounded_number_of_records_and_goes_on() {
     const EXITED: usize = 1_250;
     let t = Tell::new(Sandbox::Passthrough);
-    std::fs::create_dir(t.state()).unwrap();
-    std::fs::set_permissions(
-        t.state(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    make_state_folder(&t);
     let now = now_ms();
     // The stopped run is the oldest; 1,250 exited runs are newer. All young: nothing is due.
     let mut stopped = fixture(&t, "record-v1.json", "stoppedstoppedstoppe");
