@@ -36,6 +36,10 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// How long a reaper asked to stop may take to end before it is killed itself (a safety net:
 /// it ends at once, its sandbox killed).
 const REAPER_STUCK: Duration = Duration::from_secs(10);
+/// How long past the deadline a timeout waits for the reaper to report that the sandbox
+/// started (it does within a millisecond) before it stops the call anyway: a program that
+/// SIGSTOPs its reaper before the report would otherwise hold the call past its timeout.
+const START_REPORT_WAIT: Duration = Duration::from_secs(1);
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 128 * 1024;
 /// Reads from one pipe per wake-up at most.
@@ -231,7 +235,8 @@ fn watch(
         let now = Instant::now();
         // A timeout waits for the sandbox to have started (a matter of a millisecond), so
         // that what it reports is the sandbox's own end, killed.
-        let time_up = seen.started && seen.exited.is_none() && now >= deadline;
+        let time_up = seen.exited.is_none()
+            && ((seen.started && now >= deadline) || now >= deadline + START_REPORT_WAIT);
         if stopped_at.is_none() && (control.is_cancelled() || time_up) {
             seen.timed_out = !control.is_cancelled();
             stopped_at = Some(now);
@@ -263,8 +268,12 @@ fn watch(
         }
 
         let mut wake_at = next_progress;
-        if seen.started && seen.exited.is_none() && stopped_at.is_none() {
-            wake_at = wake_at.min(deadline);
+        if seen.exited.is_none() && stopped_at.is_none() {
+            wake_at = wake_at.min(if seen.started {
+                deadline
+            } else {
+                deadline + START_REPORT_WAIT
+            });
         }
         if let Some(at) = stopped_at
             && reaper_ended_at.is_none()
