@@ -31,7 +31,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 
 use nix::sys::signal::{SigSet, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::signalfd::SignalFd;
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
 
@@ -60,11 +60,9 @@ impl Listener {
     /// Blocks [`WAKE`] in the calling thread (a supervisor has no other) and opens its
     /// signalfd. From here on a wake-up waits in the descriptor until [`take`](Self::take).
     pub fn new() -> io::Result<Self> {
-        let set = wake_set();
-        set.thread_block().map_err(io::Error::from)?;
-        let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(io::Error::from)?;
-        Ok(Self { fd })
+        Ok(Self {
+            fd: crate::reaper::signals::blocked_fd(&wake_set())?,
+        })
     }
 
     /// The descriptor to poll: readable once a stop may have been asked.

@@ -47,6 +47,15 @@ pub struct Arrived {
     pub stop: bool,
 }
 
+/// Blocks `set` in the calling thread and opens a non-blocking, close-on-exec signalfd for
+/// it: from then on those signals wait in the descriptor. (The reaper's, and the supervisor's
+/// stop signal, [`crate::stop::Listener`].)
+pub fn blocked_fd(set: &SigSet) -> io::Result<SignalFd> {
+    set.thread_block().map_err(io::Error::from)?;
+    SignalFd::with_flags(set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(io::Error::from)
+}
+
 /// The reaper's signals, blocked, as a readable descriptor.
 #[derive(Debug)]
 pub struct Signals {
@@ -56,11 +65,9 @@ pub struct Signals {
 impl Signals {
     /// Blocks the signals (again: the parent blocked them already) and opens their signalfd.
     pub fn new() -> io::Result<Self> {
-        let set = handled();
-        set.thread_block().map_err(io::Error::from)?;
-        let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(io::Error::from)?;
-        Ok(Self { fd })
+        Ok(Self {
+            fd: blocked_fd(&handled())?,
+        })
     }
 
     /// The descriptor to poll: readable while a signal is pending.

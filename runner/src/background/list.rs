@@ -179,18 +179,17 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     super::orphans::sweep_orphans(background, &mut page);
     // A run a sweep just found lost may have left the filter: it is left out, not shown wrong.
     page.retain(|record| query.filter.admits(record.status.state()));
-    let (runs, lines, cut_at) = within_budget(&page);
-    let more = more || cut_at < page.len();
-    page.truncate(cut_at);
+    let (runs, mut lines) = within_budget(&page);
+    let cut_by_bytes = runs.len() < page.len();
+    page.truncate(runs.len());
     // A page that read its most records goes on after the last one it read, unless the byte
-    // budget ended it before that.
-    let scanned_to = scanned_to.filter(|_| cut_at == page.len());
-    let next = match (more, scanned_to, page.last()) {
+    // budget ended it before that: then it goes on after the last one it shows.
+    let scanned_to = scanned_to.filter(|_| !cut_by_bytes);
+    let next = match (more || cut_by_bytes, scanned_to, page.last()) {
         (true, Some((started_at_ms, id)), _) => Some(Cursor { started_at_ms, id }.to_string()),
         (true, None, Some(last)) => Some(Cursor::after(last).to_string()),
         _ => None,
     };
-    let mut lines = lines;
     if lines.is_empty() && next.is_some() {
         lines.push(format!(
             "no matching runs among the {} newest looked at",
@@ -210,9 +209,9 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     }
 }
 
-/// The runs of `page` as shown, and their lines, as many as [`PAGE_BYTES`] holds (at least
-/// one), with how many that is.
-fn within_budget(page: &[Record]) -> (Vec<RunSummary>, Vec<String>, usize) {
+/// The first runs of `page` as shown, and their lines: as many as [`PAGE_BYTES`] holds (at
+/// least one).
+fn within_budget(page: &[Record]) -> (Vec<RunSummary>, Vec<String>) {
     let mut runs = Vec::with_capacity(page.len());
     let mut lines = Vec::with_capacity(page.len());
     let mut bytes = 0usize;
@@ -227,8 +226,7 @@ fn within_budget(page: &[Record]) -> (Vec<RunSummary>, Vec<String>, usize) {
         runs.push(run);
         lines.push(text);
     }
-    let shown = runs.len();
-    (runs, lines, shown)
+    (runs, lines)
 }
 
 /// A page's records, newest first; whether more runs may match after it; and, when the page
@@ -431,7 +429,8 @@ mod tests {
     #[test]
     fn a_page_of_costly_runs_stays_within_its_bytes() {
         let page = costly_records(MAX_LIMIT as usize);
-        let (runs, lines, shown) = within_budget(&page);
+        let (runs, lines) = within_budget(&page);
+        let shown = runs.len();
         assert!(shown > 0 && shown < page.len(), "{shown} of {}", page.len());
         assert_eq!((runs.len(), lines.len()), (shown, shown));
         let structured = serde_json::to_vec(&runs).unwrap().len();
@@ -443,8 +442,8 @@ mod tests {
         cheap.launch.program.args = vec!["-l".into()];
         cheap.launch.program.dir = "src".into();
         let page = vec![cheap; MAX_LIMIT as usize];
-        assert_eq!(within_budget(&page).2, page.len());
+        assert_eq!(within_budget(&page).0.len(), page.len());
         // One run always shows, however costly.
-        assert_eq!(within_budget(&costly_records(1)).2, 1);
+        assert_eq!(within_budget(&costly_records(1)).0.len(), 1);
     }
 }
