@@ -2,7 +2,11 @@
 //! folder, so that they cost what they return or what is due, not what the folder keeps.
 //!
 //! Records stay where they always were (`<state>/<id>.json`, found by id in one lookup); the
-//! index is a set of empty files whose **names** say everything, under `<state>/index/`:
+//! index is a set of names that say everything, under `<state>/index/`. Each is a hard link of
+//! the run's lock file (`<id>.lock`), or an empty file of its own when the run has no lock (an
+//! older folder being indexed): a link costs a directory entry, where a new file costs an inode,
+//! several times as much on some disks; only the name is ever read, and the age of a `running`
+//! name (its file's time: the lock's, made by the start):
 //!
 //! | name | present while |
 //! |---|---|
@@ -37,7 +41,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rustix::fs::Mode;
+use rustix::fs::{AtFlags, Mode};
 use rustix::io::Errno;
 
 use crate::error::{Error, Op};
@@ -133,8 +137,9 @@ pub fn init(state: &StateDir) -> Result<(), Error> {
 /// Files a run that is about to start: `running/<id>` and its `started` name. Made before the
 /// record is written; the caller holds the run's lock.
 pub fn started(state: &StateDir, record: &Record) -> Result<(), Error> {
-    touch(&dir(state, Kind::Running).join(record.id.as_str()))?;
-    touch(&started_path(state, record))
+    let id = &record.id;
+    name(state, id, &dir(state, Kind::Running).join(id.as_str()))?;
+    name(state, id, &started_path(state, record))
 }
 
 /// Files a run whose end was just stored (see the module docs). The caller holds its lock.
@@ -142,10 +147,10 @@ pub fn ended(state: &StateDir, record: &Record) -> Result<(), Error> {
     let Some(at) = due_at(record) else {
         return Ok(());
     };
-    touch(&due_path(state, at, &record.id))?;
+    name(state, &record.id, &due_path(state, at, &record.id))?;
     let untold = dir(state, Kind::Untold).join(record.id.as_str());
     if record.tell_due(UnixMs::now()) {
-        touch(&untold)?;
+        name(state, &record.id, &untold)?;
     } else {
         remove(&untold)?;
     }
@@ -169,7 +174,7 @@ pub fn refile(state: &StateDir, record: &Record, from: &Path) -> Result<(), Erro
     if to == from {
         return Ok(());
     }
-    touch(&to)?;
+    name(state, &record.id, &to)?;
     remove(from)
 }
 
@@ -369,16 +374,16 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
         let Ok(record) = Record::load(state, id) else {
             continue;
         };
-        touch(&started_path(state, &record))?;
+        name(state, id, &started_path(state, &record))?;
         if record.status.is_running() {
-            touch(&dir(state, Kind::Running).join(id.as_str()))?;
+            name(state, id, &dir(state, Kind::Running).join(id.as_str()))?;
         } else {
             // An ended run may still be untold; the running name (none here) is left alone.
             if let Some(at) = due_at(&record) {
-                touch(&due_path(state, at, id))?;
+                name(state, id, &due_path(state, at, id))?;
             }
             if record.tell_due(UnixMs::now()) {
-                touch(&dir(state, Kind::Untold).join(id.as_str()))?;
+                name(state, id, &dir(state, Kind::Untold).join(id.as_str()))?;
             }
         }
         indexed += 1;
@@ -388,6 +393,38 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
 }
 
 /// Makes an empty file (and its folders, 0700), if missing.
+/// Makes the index name `path` for run `id`: a hard link of its lock file, or an empty file
+/// when it has none. A name that exists already is left as it is.
+fn name(state: &StateDir, id: &RunId, path: &Path) -> Result<(), Error> {
+    let lock = state.lock(id);
+    // Not following a link: the name links the lock's own inode, whatever it is, and only the
+    // name is ever read.
+    let link = || {
+        rustix::fs::linkat(
+            rustix::fs::CWD,
+            &lock,
+            rustix::fs::CWD,
+            path,
+            AtFlags::empty(),
+        )
+    };
+    match link() {
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(Errno::NOENT) if !path.parent().is_some_and(Path::exists) => {
+            if let Some(parent) = path.parent() {
+                make_dirs(parent)?;
+            }
+            match link() {
+                Ok(()) | Err(Errno::EXIST) => Ok(()),
+                Err(Errno::NOENT) => touch(path),
+                Err(e) => Err(Error::io(Op::Create, path, e)),
+            }
+        }
+        // No lock (or a file system without links): an empty file of its own.
+        Err(_) => touch(path),
+    }
+}
+
 fn touch(path: &Path) -> Result<(), Error> {
     let create = || {
         rustix::fs::open(
