@@ -13,5 +13,8 @@ pub const SUPERVISOR: &str = "lnk-link-supervise";
 pub const SUPERVISE: &str = "supervise";
 /// The subcommand that sweeps a state folder.
 pub const SWEEP: &str = "sweep";
+/// The flag `lnk-link-run` adds to a `supervise` or `sweep` it starts for itself: fork away
+/// first, so that the process that goes on is not its child.
+pub const DETACHED: &str = "detached";
 /// The long flag (without its dashes) that names the state folder of a run to supervise.
 pub const STATE: &str = "state";

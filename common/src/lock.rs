@@ -260,6 +260,12 @@ impl LockGuard {
         self.file.into()
     }
 
+    /// Gives back the room [`create_locked`] reserved for a kept end (and drops any end kept
+    /// there): for a supervisor whose run's end is stored in the record. Best effort.
+    pub fn release_reserve(&self) {
+        let _ = self.file.set_len(0);
+    }
+
     /// Removes the lock file while still holding its flock: the last step of removing a run.
     pub fn remove(self) -> Result<(), Error> {
         match std::fs::remove_file(&self.path) {

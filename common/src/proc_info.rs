@@ -68,8 +68,13 @@ impl std::fmt::Display for ProcessId {
     }
 }
 
-/// This boot's id, trimmed (e.g. `6b0c2a52-…`).
+/// This boot's id, trimmed (e.g. `6b0c2a52-…`). Read once per process: a process never
+/// outlives its boot, and `start` reads it for every run.
 pub fn boot_id() -> Result<String, Error> {
+    static BOOT_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if let Some(id) = BOOT_ID.get() {
+        return Ok(id.clone());
+    }
     let text =
         fs::read_to_string(BOOT_ID_PATH).map_err(|e| Error::io(Op::Read, BOOT_ID_PATH, e))?;
     let id = text.trim();
@@ -79,7 +84,7 @@ pub fn boot_id() -> Result<String, Error> {
             problem: "it is empty",
         });
     }
-    Ok(id.to_owned())
+    Ok(BOOT_ID.get_or_init(|| id.to_owned()).clone())
 }
 
 /// The start time of process `pid`, in clock ticks after boot (`/proc/<pid>/stat` field 22);

@@ -3,6 +3,7 @@
 //! the agent's conversation when they end (`tell`, signed with `keyring`), and cleans up
 //! after crashes.
 
+mod detach;
 mod gate;
 mod keyring;
 mod output;
@@ -36,12 +37,18 @@ enum Command {
         /// The state folder.
         #[arg(long = commands::STATE, value_name = "DIR")]
         state: PathBuf,
+        /// Fork away first (`lnk-link-run` starts it so).
+        #[arg(long = commands::DETACHED, hide = true)]
+        detached: bool,
     },
     /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
     #[command(name = commands::SWEEP)]
     Sweep {
         /// The state folder.
         state: PathBuf,
+        /// Fork away first (`lnk-link-run` starts it so).
+        #[arg(long = commands::DETACHED, hide = true)]
+        detached: bool,
     },
     /// Stop every run of a state folder and wait until each has ended.
     Stop {
@@ -79,9 +86,14 @@ pub fn main() -> ExitCode {
         Err(err) => err.exit(),
     };
     init_logging();
+    if let Command::Supervise { detached: true, .. } | Command::Sweep { detached: true, .. } =
+        cli.command
+    {
+        detach::fork_away();
+    }
     let result = match cli.command {
-        Command::Supervise { id, state } => supervise::run(&id, state),
-        Command::Sweep { state } => sweep::run(&state).map(|report| {
+        Command::Supervise { id, state, .. } => supervise::run(&id, state),
+        Command::Sweep { state, .. } => sweep::run(&state).map(|report| {
             tracing::info!(?report, "swept");
         }),
         Command::Stop { state } => stop_all::stop(&state).map(|n| {

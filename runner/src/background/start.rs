@@ -2,8 +2,6 @@
 //! slot (the cap: see `lnk_common::slot`), creates the run's lock (locked) and record, and
 //! hands the lock and the slot to a new `lnk-link-supervise supervise` in a session of its own.
 
-use std::process::{Command, Stdio};
-
 use lnk_common::Causes;
 use lnk_common::commands;
 use lnk_common::id::RunId;
@@ -217,18 +215,32 @@ fn launch_run_failing(
     let storing = "writing the run's record";
     undo.stored = true;
     fail(Step::Record).map_err(|e| failed(storing, &e))?;
-    record.store(&state).map_err(|e| failed(storing, &e))?;
+    // Atomic, not durable: no `fsync` on the path of the answer (two cost a millisecond or
+    // more). The supervisor stores the record durably once it has started the run
+    // (`record_group`); a power cut before that loses a run that had not begun, and a sweep
+    // tidies what is left of it.
+    record
+        .store_with(&state, lnk_common::write::Durability::Atomic)
+        .map_err(|e| failed(storing, &e))?;
     let spawned = fail(Step::Supervisor).and_then(|()| {
-        let mut command = Command::new(&background.supervise);
-        command
-            .arg(commands::SUPERVISE)
-            .arg(id.as_str())
-            .arg(format!("--{}", commands::STATE))
-            .arg(&background.state)
-            .stdin(Stdio::from(undo.hand_over_lock()?))
-            .stdout(Stdio::from(slot.into_file()))
-            .stderr(detached::log(&state, &state.log(&id)));
-        detached::spawn(&mut command, "supervisor")
+        let stdio = detached::Stdio {
+            stdin: Some(undo.hand_over_lock()?.into()),
+            stdout: Some(slot.into_file().into()),
+            // The supervisor opens its own log (`<id>.log`): one file fewer made before the
+            // answer.
+            stderr: None,
+        };
+        detached::spawn(
+            &background.supervise,
+            &[
+                commands::SUPERVISE.as_ref(),
+                id.as_str().as_ref(),
+                format!("--{}", commands::STATE).as_ref(),
+                background.state.as_os_str(),
+            ],
+            stdio,
+            "supervisor",
+        )
     });
     if let Err(err) = spawned {
         // The record exists: the run is recorded lost (a sweep removes it in time), rather

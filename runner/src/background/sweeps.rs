@@ -6,14 +6,15 @@
 /// `sweep.log`.
 pub fn start_sweep(background: &crate::config::Background) {
     let state = lnk_common::layout::StateDir::new(&background.state);
-    let mut command = std::process::Command::new(&background.supervise);
-    command
-        .arg(lnk_common::commands::SWEEP)
-        .arg(&background.state)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(super::detached::log(&state, &state.sweep_log()));
-    if let Err(err) = super::detached::spawn(&mut command, "sweep") {
+    let stdio = super::detached::Stdio {
+        stderr: super::detached::log(&state, &state.sweep_log()),
+        ..Default::default()
+    };
+    let args = [
+        lnk_common::commands::SWEEP.as_ref(),
+        background.state.as_os_str(),
+    ];
+    if let Err(err) = super::detached::spawn(&background.supervise, &args, stdio, "sweep") {
         tracing::warn!(%err, "the sweep could not be started");
     }
 }
