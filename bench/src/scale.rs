@@ -3,7 +3,8 @@
 //! due, `stop --state` of the 1,000; and a sweep that expires 8,000 runs with their output.
 //!
 //! The kept runs are written as the state folder's format says (`lnk_common`'s docs): a record,
-//! a lock file and the index's names each, ended a second ago, told, kept an hour.
+//! a lock file and the index's names (links of the lock) each, ended a second ago, told, kept an
+//! hour.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -88,13 +89,18 @@ fn fabricate(
             state.join(format!("{id}.json")),
             serde_json::to_vec(&record)?,
         )?;
-        touch(&state.join(format!("{id}.lock")))?;
+        let lock = state.join(format!("{id}.lock"));
+        touch(&lock)?;
+        // The index's names are hard links of the lock, as a start and a supervisor make them.
+        let link = |to: &Path| {
+            std::fs::hard_link(&lock, to).with_context(|| format!("linking {}", to.display()))
+        };
         let started_dir = index.join("started").join(minute(started));
         std::fs::create_dir_all(&started_dir)?;
-        touch(&started_dir.join(format!("{started:013}-{id}")))?;
+        link(&started_dir.join(format!("{started:013}-{id}")))?;
         let due_dir = index.join("due").join(minute(ended + HOUR_MS));
         std::fs::create_dir_all(&due_dir)?;
-        touch(&due_dir.join(&id))?;
+        link(&due_dir.join(&id))?;
         if let Some(files) = files {
             std::fs::write(
                 files.join("background").join(format!("{id}.out")),
@@ -214,27 +220,14 @@ pub fn run(
         .count();
     serve.shutdown()?;
 
-    // Expiring: runs ended two hours ago (past their keep of an hour), with output files.
-    let expiring = place.root.path().join("expiring");
-    make_state(&expiring)?;
-    fabricate(
-        &expiring,
-        Some(&place.files),
-        template,
-        options.expire,
-        "gone",
-        2 * HOUR_MS,
-    )?;
-    let expired = supervise(&bins.supervise, &["sweep".as_ref(), expiring.as_os_str()])?;
-    let records_left = std::fs::read_dir(&expiring)?
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-        .count();
-    let outputs_left = std::fs::read_dir(place.files.join("background"))?
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("gone"))
-        .count();
-
+    // Expiring: runs ended two hours ago (past their keep of an hour), with output files;
+    // once fresh from the page cache, once written back to the disk first, as runs an hour
+    // old are (removing a file whose blocks are on the disk frees them, which a disk mounted
+    // with `discard` makes wait for the device).
+    let (expired, records_left, outputs_left) =
+        expire(bins, place, template, options, "gone", false)?;
+    let (expired_synced, synced_records_left, synced_outputs_left) =
+        expire(bins, place, template, options, "sync", true)?;
     report.section(&format!(
         "6. scale: {} ended runs kept (written in {:.1} s), {} running (`sleep`)",
         options.kept,
@@ -286,5 +279,53 @@ pub fn run(
             expired < Duration::from_secs(2) && records_left == 0 && outputs_left == 0,
         )),
     ));
+    report.row(Row::value(
+        "  the same, its files written back to the disk first",
+        format!("{:.2} s", expired_synced.as_secs_f64()),
+        format!("left: {synced_records_left} records, {synced_outputs_left} outputs"),
+        Some((
+            "< 2 s".into(),
+            expired_synced < Duration::from_secs(2)
+                && synced_records_left == 0
+                && synced_outputs_left == 0,
+        )),
+    ));
     Ok(())
+}
+
+/// One sweep expiring `options.expire` runs made for it (ids `<prefix>…`), their files first
+/// written back to the disk when `synced`: how long it took, and the records and output files
+/// it left.
+fn expire(
+    bins: &Bins,
+    place: &Place,
+    template: &Value,
+    options: &Options,
+    prefix: &str,
+    synced: bool,
+) -> Result<(Duration, usize, usize)> {
+    let expiring = place.root.path().join(format!("expiring-{prefix}"));
+    make_state(&expiring)?;
+    fabricate(
+        &expiring,
+        Some(&place.files),
+        template,
+        options.expire,
+        prefix,
+        2 * HOUR_MS,
+    )?;
+    if synced {
+        let folder = std::fs::File::open(&expiring)?;
+        rustix::fs::syncfs(&folder).context("writing the state folder back to the disk")?;
+    }
+    let expired = supervise(&bins.supervise, &["sweep".as_ref(), expiring.as_os_str()])?;
+    let records_left = std::fs::read_dir(&expiring)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .count();
+    let outputs_left = std::fs::read_dir(place.files.join("background"))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .count();
+    Ok((expired, records_left, outputs_left))
 }

@@ -180,25 +180,87 @@ pub fn refile(state: &StateDir, record: &Record, from: &Path) -> Result<(), Erro
 
 /// Removes every name of a run (it is being removed; the caller holds its lock).
 pub fn forget(state: &StateDir, record: &Record) -> Result<(), Error> {
-    remove(&dir(state, Kind::Running).join(record.id.as_str()))?;
-    remove(&dir(state, Kind::Untold).join(record.id.as_str()))?;
-    for at in [due_at(record), due_at_latest(record)]
-        .into_iter()
-        .flatten()
-    {
-        remove(&due_path(state, at, &record.id))?;
+    if let Some(minute) = forget_names(state, record, &Found::default())? {
+        remove_empty_dir(&minute);
+    }
+    Ok(())
+}
+
+/// What a sweep found of a run's names when it read the index: the names it did not find are
+/// not tried (a name made after that reading, by a supervisor since gone, is tidied by a later
+/// sweep, as any name whose run is gone).
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'a> {
+    /// Whether `running/<id>` may be there.
+    pub running: bool,
+    /// Whether `untold/<id>` may be there.
+    pub untold: bool,
+    /// The `due` name the run was found under, if any: then only that one is removed.
+    pub due: Option<&'a Path>,
+}
+
+impl Default for Found<'_> {
+    /// Nothing known: every name is tried.
+    fn default() -> Self {
+        Self {
+            running: true,
+            untold: true,
+            due: None,
+        }
+    }
+}
+
+/// [`forget`], trying only the names `found` says may be there, and leaving the run's
+/// `started` minute folder for the caller to remove once empty ([`remove_minute_if_empty`]):
+/// a sweep removing thousands of runs tries each minute once. The minute's folder is returned.
+pub fn forget_names(
+    state: &StateDir,
+    record: &Record,
+    found: &Found<'_>,
+) -> Result<Option<PathBuf>, Error> {
+    if found.running {
+        remove(&dir(state, Kind::Running).join(record.id.as_str()))?;
+    }
+    if found.untold {
+        remove(&dir(state, Kind::Untold).join(record.id.as_str()))?;
+    }
+    match found.due {
+        Some(name) => remove(name)?,
+        None => {
+            for at in [due_at(record), due_at_latest(record)]
+                .into_iter()
+                .flatten()
+            {
+                remove(&due_path(state, at, &record.id))?;
+            }
+        }
     }
     let started = started_path(state, record);
     remove(&started)?;
-    if let Some(minute) = started.parent() {
-        remove_empty_dir(minute);
-    }
-    Ok(())
+    Ok(started.parent().map(Path::to_owned))
+}
+
+/// Removes a `started` minute folder that [`forget_names`] returned, if nothing is left in it.
+pub fn remove_minute_if_empty(minute: &Path) {
+    remove_empty_dir(minute);
 }
 
 /// The ids under `running/`, with the age of each name.
 pub fn running(state: &StateDir) -> Result<Vec<(RunId, Duration)>, Error> {
     ids_in(&dir(state, Kind::Running))
+}
+
+/// The ids under `running/`, without their ages (one `stat` fewer each).
+pub fn running_ids(state: &StateDir) -> Result<Vec<RunId>, Error> {
+    Ok(names_in(&dir(state, Kind::Running))?
+        .into_iter()
+        .filter_map(|(name, _)| RunId::parse(&name).ok())
+        .collect())
+}
+
+/// The age of `running/<id>`; `None` when it is gone.
+pub fn running_age(state: &StateDir, id: &RunId) -> Option<Duration> {
+    age_of(&dir(state, Kind::Running).join(id.as_str()))
 }
 
 /// The ids under `untold/`.
@@ -501,12 +563,13 @@ fn ids_in(dir: &Path) -> Result<Vec<(RunId, Duration)>, Error> {
         .into_iter()
         .filter_map(|(name, path)| {
             let id = RunId::parse(&name).ok()?;
-            let age = fs::symlink_metadata(&path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .unwrap_or(Duration::ZERO);
-            Some((id, age))
+            Some((id, age_of(&path).unwrap_or(Duration::ZERO)))
         })
         .collect())
+}
+
+/// How long ago `path` was last modified; `None` when it is gone.
+fn age_of(path: &Path) -> Option<Duration> {
+    let modified = fs::symlink_metadata(path).and_then(|m| m.modified()).ok()?;
+    Some(modified.elapsed().unwrap_or(Duration::ZERO))
 }

@@ -23,7 +23,7 @@
 //! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty; each reserves 64 KiB past its end so that a full disk can still be reported in it |
 //! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
-//! | `index/…` | the index: empty files whose names say which runs may run, when each started, when each is due, which are untold ([`index`]) |
+//! | `index/…` | the index: names (hard links of the run's lock) that say which runs may run, when each started, when each is due, which are untold ([`index`]) |
 //! | `tmp/.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes. (Folders made before `tmp/` may hold `.tmp-<random>` at the top; a sweep of such a folder removes them too) |
 //!
 //! Other names are reported (by a sweep that reads the whole folder) and left alone. `<id>` is
@@ -128,7 +128,9 @@
 //! Only the holder of the run's lock writes its record. It writes the whole record to
 //! `<state>/.tmp-<random>` (`O_CREAT|O_EXCL|O_CLOEXEC`, 0600), `fsync`s it, renames it over
 //! `<id>.json` and `fsync`s the folder ([`mod@write`]). Readers take no lock and never see a torn
-//! record.
+//! record. The one record written without the two `fsync`s is the first, by `start`, so that
+//! its answer does not wait for the disk: the supervisor stores the record durably before the
+//! run begins.
 //!
 //! # The lock protocol
 //!

@@ -479,7 +479,11 @@ fn read_regular(path: &Path) -> Result<Vec<u8>, Error> {
     let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
     // A record of another user's would have a sweep kill, sign and tell for them.
     crate::trust::check_owned_regular(&stat, path)?;
-    let mut bytes = Vec::new();
+    // Sized from the stat, so a record is read in one `read` (and one more that finds the end).
+    let size = usize::try_from(stat.st_size)
+        .unwrap_or(0)
+        .min(MAX_RECORD as usize);
+    let mut bytes = Vec::with_capacity(size.saturating_add(1));
     fs::File::from(fd)
         .take(MAX_RECORD)
         .read_to_end(&mut bytes)

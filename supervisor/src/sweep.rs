@@ -18,7 +18,7 @@ use lnk_common::index;
 use lnk_common::layout::{StateDir, TEMP_DIR, TEMP_GRACE, is_temp_name};
 use lnk_common::lock::{self, LockGuard, LockState};
 use lnk_common::record::Record;
-use lnk_common::safe_open::FilesDir;
+use lnk_common::safe_open::{BackgroundDir, FilesDir};
 use lnk_common::time::UnixMs;
 
 use crate::{reclaim, tell};
@@ -40,6 +40,55 @@ pub struct Report {
     pub temporaries: usize,
 }
 
+impl Report {
+    /// Adds `other`'s counts to these.
+    fn add(&mut self, other: &Report) {
+        self.live += other.live;
+        self.lost += other.lost;
+        self.told += other.told;
+        self.removed += other.removed;
+        self.damaged += other.damaged;
+        self.temporaries += other.temporaries;
+    }
+}
+
+/// What a sweep keeps from one removal to the next, so that removing thousands of runs costs
+/// what each run's own files cost: each files folder opened once, each `started` minute folder
+/// tried once at the end.
+#[derive(Default)]
+pub struct Tidy {
+    /// Each files folder's `background/` (`None`: it has none, or it could not be opened).
+    outputs: std::collections::HashMap<std::path::PathBuf, Option<BackgroundDir>>,
+    /// The `started` minute folders runs were removed from.
+    minutes: std::collections::BTreeSet<std::path::PathBuf>,
+}
+
+impl Tidy {
+    fn outputs_of(&mut self, record: &Record) -> Option<&BackgroundDir> {
+        self.outputs
+            .entry(record.launch.files.clone())
+            .or_insert_with(|| {
+                match FilesDir::open(&record.launch.files)
+                    .and_then(|files| files.open_background_dir())
+                {
+                    Ok(background) => background,
+                    Err(err) => {
+                        tracing::warn!(id = %record.id, "the output file stays: {err}");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// Removes the minute folders left empty.
+    fn finish(self) {
+        for minute in &self.minutes {
+            index::remove_minute_if_empty(minute);
+        }
+    }
+}
+
 /// Sweeps the state folder at `path` (nothing to do when it does not exist).
 ///
 /// An indexed folder ([`index`]) is swept from its index: the runs that may be running, the
@@ -54,9 +103,15 @@ pub fn run(path: &Path) -> Result<Report> {
     };
     remove_old_temporaries(&state.path().join(TEMP_DIR), &mut report);
     if index::is_indexed(&state) {
-        sweep_indexed(&state, &mut report)?;
+        let mut tidy = Tidy::default();
+        let swept = sweep_indexed(&state, &mut report, &mut tidy);
+        tidy.finish();
+        swept?;
     } else {
-        sweep_whole(&state, &mut report)?;
+        let mut tidy = Tidy::default();
+        let swept = sweep_whole(&state, &mut report, &mut tidy);
+        tidy.finish();
+        swept?;
         let indexed = index::migrate(&state)?;
         tracing::info!(records = indexed, "the state folder is indexed");
     }
@@ -79,7 +134,7 @@ fn remove_old_temporaries(dir: &Path, report: &mut Report) {
 }
 
 /// Every run of the folder, found by reading it whole.
-fn sweep_whole(state: &StateDir, report: &mut Report) -> Result<()> {
+fn sweep_whole(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Result<()> {
     let listing = match state.list() {
         Ok(listing) => listing,
         Err(e) if e.is_not_found() => return Ok(()),
@@ -97,82 +152,167 @@ fn sweep_whole(state: &StateDir, report: &mut Report) -> Result<()> {
         if !files.record && !files.lock {
             continue;
         }
-        sweep_one(state, id, files.record, None, report);
+        sweep_one(
+            state,
+            id,
+            Some(files.record),
+            index::Found::default(),
+            report,
+            tidy,
+        );
     }
     Ok(())
 }
 
 /// The runs the index says need looking at.
-fn sweep_indexed(state: &StateDir, report: &mut Report) -> Result<()> {
-    for (id, age) in index::running(state)? {
-        let has_record = state.record(&id).exists();
-        if !has_record && !state.lock(&id).exists() {
-            // A start under way, or one that died before its lock: the name goes once old.
-            if age > index::START_GRACE {
-                index::drop_running(state, &id)?;
+fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Result<()> {
+    use std::collections::HashSet;
+    let running = index::running_ids(state)?;
+    let untold = index::untold(state)?;
+    let running_set: HashSet<&RunId> = running.iter().collect();
+    let untold_set: HashSet<&RunId> = untold.iter().collect();
+    fn found<'a>(
+        (running, untold): (&HashSet<&RunId>, &HashSet<&RunId>),
+        id: &RunId,
+        due: Option<&'a Path>,
+    ) -> index::Found<'a> {
+        index::Found {
+            running: running.contains(id),
+            untold: untold.contains(id),
+            due,
+        }
+    }
+    let sets = (&running_set, &untold_set);
+    for id in &running {
+        // The lock first: a run whose supervisor lives costs one `open` and one `flock`.
+        if sweep_one(state, id, None, found(sets, id, None), report, tidy) == Found::Nothing {
+            // No lock, no record: a start under way, or one that died before its lock; the
+            // name goes once old.
+            if index::running_age(state, id).is_some_and(|age| age > index::START_GRACE) {
+                index::drop_running(state, id)?;
             }
+        }
+    }
+    for id in &untold {
+        if !state.record(id).exists() {
+            index::drop_untold(state, id)?;
             continue;
         }
-        sweep_one(state, &id, has_record, None, report);
+        sweep_one(state, id, Some(true), found(sets, id, None), report, tidy);
     }
-    for id in index::untold(state)? {
-        if !state.record(&id).exists() {
-            index::drop_untold(state, &id)?;
-            continue;
+    let minutes = index::due(state, UnixMs::now())?;
+    let due: Vec<(&index::DueMinute, &RunId)> = minutes
+        .iter()
+        .flat_map(|minute| minute.ids.iter().map(move |id| (minute, id)))
+        .collect();
+    let one = |(minute, id): (&index::DueMinute, &RunId), report: &mut Report, tidy: &mut Tidy| {
+        let name = minute.name_of(id);
+        if !state.record(id).exists() {
+            std::fs::remove_file(&name).ok();
+            return;
         }
-        sweep_one(state, &id, true, None, report);
+        sweep_one(
+            state,
+            id,
+            Some(true),
+            found(sets, id, Some(&name)),
+            report,
+            tidy,
+        );
+    };
+    let workers = REMOVERS.min(due.len() / REMOVALS_PER_REMOVER).max(1);
+    if workers == 1 {
+        for &run in &due {
+            one(run, report, tidy);
+        }
+    } else {
+        // Removing a run waits on the disk (freeing its blocks; on a disk that discards, for
+        // the device): several at once keep the disk and both cores busy.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let done: Vec<(Report, Tidy)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let (mut report, mut tidy) = (Report::default(), Tidy::default());
+                        loop {
+                            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&run) = due.get(at) else {
+                                break;
+                            };
+                            one(run, &mut report, &mut tidy);
+                        }
+                        (report, tidy)
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        for (theirs, their_tidy) in done {
+            report.add(&theirs);
+            tidy.minutes.extend(their_tidy.minutes);
+        }
     }
-    for minute in index::due(state, UnixMs::now())? {
-        for id in &minute.ids {
-            let name = minute.name_of(id);
-            if !state.record(id).exists() {
-                std::fs::remove_file(&name).ok();
-                continue;
-            }
-            sweep_one(state, id, true, Some(&name), report);
-        }
+    for minute in &minutes {
         minute.done();
     }
     Ok(())
 }
 
-/// One run: its lock tried without waiting, and [`sweep_run`] when it was free. `due`: the
-/// name under which the index said the run was due.
+/// How many threads remove due runs at once, at most.
+const REMOVERS: usize = 8;
+/// The fewest due runs per thread worth a thread of its own.
+const REMOVALS_PER_REMOVER: usize = 32;
+
+/// What [`sweep_one`] found of a run.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    /// Its lock, its record, or both.
+    Something,
+    /// Neither its lock nor its record.
+    Nothing,
+}
+
+/// One run: its lock tried without waiting, and [`sweep_run`] when it was free. `has_record`:
+/// whether its record exists, when the caller knows (else looked at only when needed).
+/// `names`: what the index said of it (among them the name under which it was due).
 fn sweep_one(
     state: &StateDir,
     id: &RunId,
-    has_record: bool,
-    due: Option<&Path>,
+    has_record: Option<bool>,
+    names: index::Found<'_>,
     report: &mut Report,
-) {
+    tidy: &mut Tidy,
+) -> Found {
+    let has_record = || has_record.unwrap_or_else(|| state.record(id).exists());
     let lock = match lock::try_lock_existing(state, id) {
         Ok(LockState::Held) => {
             report.live += 1;
-            return;
+            return Found::Something;
         }
         Ok(LockState::Free(guard)) => guard,
-        Ok(LockState::Missing) if has_record => match lock::create_locked(state, id) {
+        Ok(LockState::Missing) if has_record() => match lock::create_locked(state, id) {
             Ok(guard) => guard,
             // Another sweep made it first: it deals with the run.
-            Err(_) => return,
+            Err(_) => return Found::Something,
         },
-        Ok(LockState::Missing) => return,
+        Ok(LockState::Missing) => return Found::Nothing,
         Err(err @ (Error::Foreign { .. } | Error::NotRegularFile { .. })) => {
             // A lock that is not the user's regular file says nothing true about the run:
             // the run is damaged.
             tracing::error!(%id, "{err}; the run is damaged and set aside");
-            set_aside_damaged(state, id, has_record);
+            set_aside_damaged(state, id, has_record());
             report.damaged += 1;
-            return;
+            return Found::Something;
         }
         Err(err) => {
             tracing::warn!(%id, "{err}");
-            return;
+            return Found::Something;
         }
     };
-    if let Err(err) = sweep_run(state, id, lock, due, report) {
+    if let Err(err) = sweep_run(state, id, lock, names, report, tidy) {
         tracing::warn!(%id, "{err:#}");
     }
+    Found::Something
 }
 
 /// One run whose lock this sweep holds.
@@ -180,8 +320,9 @@ fn sweep_run(
     state: &StateDir,
     id: &RunId,
     lock: LockGuard,
-    due: Option<&Path>,
+    names: index::Found<'_>,
     report: &mut Report,
+    tidy: &mut Tidy,
 ) -> Result<()> {
     let mut record = match Record::load(state, id) {
         Ok(record) => record,
@@ -215,13 +356,13 @@ fn sweep_run(
         }
     }
     if record.removable(UnixMs::now()) {
-        remove_run(state, &record, lock)?;
+        remove_run_with(state, &record, lock, &names, tidy)?;
         report.removed += 1;
     } else if !record.status.is_running() {
         // Filed again where it belongs: an ended run whose supervisor died before filing it,
         // or one found due before it can go (untold within its ten minutes, or later this
         // minute).
-        match due {
+        match names.due {
             Some(name) => index::refile(state, &record, name)?,
             None => index::ended(state, &record)?,
         }
@@ -266,19 +407,31 @@ fn set_aside_damaged(state: &StateDir, id: &RunId, has_record: bool) {
 /// Removes a run: its output file (through the files folder's handle), its stop request, its
 /// log, its record, and last its lock, which the caller holds.
 pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<()> {
-    match FilesDir::open(&record.launch.files).and_then(|files| files.open_background_dir()) {
-        Ok(Some(background)) => {
-            if let Err(err) = background.remove_output(&record.id) {
-                tracing::warn!(id = %record.id, "the output file stays: {err}");
-            }
-        }
-        Ok(None) => {}
-        Err(err) => tracing::warn!(id = %record.id, "the output file stays: {err}"),
+    let mut tidy = Tidy::default();
+    let removed = remove_run_with(state, record, lock, &index::Found::default(), &mut tidy);
+    tidy.finish();
+    removed
+}
+
+/// [`remove_run`] within a sweep's [`Tidy`].
+fn remove_run_with(
+    state: &StateDir,
+    record: &Record,
+    lock: LockGuard,
+    names: &index::Found<'_>,
+    tidy: &mut Tidy,
+) -> Result<()> {
+    if let Some(background) = tidy.outputs_of(record)
+        && let Err(err) = background.remove_output(&record.id)
+    {
+        tracing::warn!(id = %record.id, "the output file stays: {err}");
     }
     remove_if_there(&state.stop(&record.id))?;
     remove_if_there(&state.log(&record.id))?;
     remove_if_there(&state.record(&record.id))?;
-    index::forget(state, record)?;
+    if let Some(minute) = index::forget_names(state, record, names)? {
+        tidy.minutes.insert(minute);
+    }
     lock.remove()?;
     Ok(())
 }

@@ -229,3 +229,120 @@ fn a_filtered_page_reads_a_bounded_number_of_records_and_goes_on() {
     let all = list(&mut serve);
     assert_eq!(all.len(), EXITED + 1);
 }
+
+/// The names under `index/<kind>/` (one level of minute folders for `started` and `due`) that
+/// end with `id`.
+fn index_names_of(t: &Tell, kind: &str, id: &str) -> Vec<std::path::PathBuf> {
+    let folder = t.state().join("index").join(kind);
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            for inner in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                if inner.file_name().to_string_lossy().ends_with(id) {
+                    found.push(inner.path());
+                }
+            }
+        } else if entry.file_name().to_string_lossy().ends_with(id) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// An ended run's index names are hard links of its lock; once its end is stored it holds no
+/// disk block but its record's and its output's (the room kept for a full disk in the lock and
+/// the log is given back, an empty log goes). Then runs due by the hundred are removed by one
+/// sweep, by several threads at once, whole: records, locks, outputs, index names, and the
+/// minute folders left empty.
+#[test]
+fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
+    use std::os::unix::fs::MetadataExt;
+    const DUE: usize = 200;
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let real = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo real"]}),
+    );
+    let template = t.wait_done(&real);
+    drop(serve);
+    let lock = std::fs::metadata(t.state().join(format!("{real}.lock"))).unwrap();
+    assert_eq!(lock.blocks(), 0, "the lock keeps its reserved room");
+    assert!(
+        !exists(&t.state().join(format!("{real}.log"))),
+        "the empty log stays: {:?}",
+        names(t.state())
+    );
+    let started = index_names_of(&t, "started", &real);
+    let due = index_names_of(&t, "due", &real);
+    assert_eq!((started.len(), due.len()), (1, 1), "{started:?} {due:?}");
+    for name in started.iter().chain(&due) {
+        assert_eq!(
+            std::fs::metadata(name).unwrap().ino(),
+            lock.ino(),
+            "{} is not a link of the lock",
+            name.display()
+        );
+    }
+
+    // Runs ended two hours ago, kept an hour, told: all due, each with its output.
+    let now = now_ms();
+    let index = t.state().join("index");
+    let background = t.bg.setup.files.join("background");
+    let minute = |ms: u64| format!("{:010}", ms / 60_000);
+    let mut ids = Vec::new();
+    for i in 0..DUE {
+        let id = format!("due{i:017}");
+        let started = now - 2 * HOUR - 5000 - (i as u64) * 60_000;
+        let ended = started + 5000;
+        let mut record = template.clone();
+        record["id"] = json!(id);
+        record["started_at_ms"] = json!(started);
+        record["status"]["ended_at_ms"] = json!(ended);
+        record["launch"]["limits"]["keep_ms"] = json!(HOUR);
+        record["launch"]["tell_to"] = Value::Null;
+        record["output"]["file"] = Value::Null;
+        plant(&t, &record);
+        let lock = t.state().join(format!("{id}.lock"));
+        for name in [
+            index
+                .join("started")
+                .join(minute(started))
+                .join(format!("{started:013}-{id}")),
+            index.join("due").join(minute(ended + HOUR)).join(&id),
+        ] {
+            std::fs::create_dir_all(name.parent().unwrap()).unwrap();
+            std::fs::hard_link(&lock, &name).unwrap();
+        }
+        std::fs::write(background.join(format!("{id}.out")), b"output\n").unwrap();
+        ids.push(id);
+    }
+    let stderr = t.sweep();
+    let left: Vec<String> = names(t.state())
+        .into_iter()
+        .filter(|n| n.starts_with("due"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "left in the state folder: {left:?}; {stderr}"
+    );
+    let outputs: Vec<String> = names(&background)
+        .into_iter()
+        .filter(|n| n.starts_with("due"))
+        .collect();
+    assert!(outputs.is_empty(), "outputs left: {outputs:?}");
+    for id in &ids {
+        assert!(
+            index_names_of(&t, "started", id).is_empty()
+                && index_names_of(&t, "due", id).is_empty(),
+            "the index still names {id}"
+        );
+    }
+    // Only the real run's minute folders are left.
+    for kind in ["started", "due"] {
+        let minutes = names(&index.join(kind));
+        assert_eq!(minutes.len(), 1, "{kind}: {minutes:?}");
+    }
+    assert!(t.bg.record(&real).is_some(), "the young run went too");
+}
