@@ -180,10 +180,11 @@ pub fn refile(state: &StateDir, record: &Record, from: &Path) -> Result<(), Erro
 
 /// Removes every name of a run (it is being removed; the caller holds its lock).
 pub fn forget(state: &StateDir, record: &Record) -> Result<(), Error> {
-    if let Some(minute) = forget_names(state, record, &Found::default())? {
+    let found = Found::default();
+    if let Some(minute) = forget_names(state, record, &found)? {
         remove_empty_dir(&minute);
     }
-    Ok(())
+    forget_due(state, record, &found)
 }
 
 /// What a sweep found of a run's names when it read the index: the names it did not find are
@@ -210,9 +211,10 @@ impl Default for Found<'_> {
     }
 }
 
-/// [`forget`], trying only the names `found` says may be there, and leaving the run's
-/// `started` minute folder for the caller to remove once empty ([`remove_minute_if_empty`]):
-/// a sweep removing thousands of runs tries each minute once. The minute's folder is returned.
+/// [`forget`] but for the `due` names ([`forget_due`]), trying only the names `found` says
+/// may be there, and leaving the run's `started` minute folder for the caller to remove once
+/// empty ([`remove_minute_if_empty`]): a sweep removing thousands of runs tries each minute
+/// once. The minute's folder is returned.
 pub fn forget_names(
     state: &StateDir,
     record: &Record,
@@ -224,8 +226,17 @@ pub fn forget_names(
     if found.untold {
         remove(&dir(state, Kind::Untold).join(record.id.as_str()))?;
     }
+    let started = started_path(state, record);
+    remove(&started)?;
+    Ok(started.parent().map(Path::to_owned))
+}
+
+/// Removes a run's `due` names (the one `found` names, else both it may have): the last step
+/// of removing a run, after its lock, so that a removal cut short leaves a name by which the
+/// next sweep finds what is left.
+pub fn forget_due(state: &StateDir, record: &Record, found: &Found<'_>) -> Result<(), Error> {
     match found.due {
-        Some(name) => remove(name)?,
+        Some(name) => remove(name),
         None => {
             for at in [due_at(record), due_at_latest(record)]
                 .into_iter()
@@ -233,11 +244,9 @@ pub fn forget_names(
             {
                 remove(&due_path(state, at, &record.id))?;
             }
+            Ok(())
         }
     }
-    let started = started_path(state, record);
-    remove(&started)?;
-    Ok(started.parent().map(Path::to_owned))
 }
 
 /// Removes a `started` minute folder that [`forget_names`] returned, if nothing is left in it.

@@ -147,6 +147,35 @@ impl StateDir {
         self.path.join(format!("{id}{LOG_SUFFIX}"))
     }
 
+    /// Gives back the room run `id`'s log reserved past its end ([`StateDir::open_log`]),
+    /// and removes the log if it is empty: for a run whose end is in its record, so that an
+    /// ended run holds no block but its record's and its output's. Best effort.
+    pub fn trim_log(&self, id: &RunId) {
+        let path = self.log(id);
+        let Ok(file) = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+            .open(&path)
+        else {
+            return;
+        };
+        let Ok(stat) = rustix::fs::fstat(&file) else {
+            return;
+        };
+        if trust::check_owned_regular(&stat, &path).is_err() {
+            return;
+        }
+        match u64::try_from(stat.st_size) {
+            Ok(0) => {
+                let _ = fs::remove_file(&path);
+            }
+            Ok(len) => {
+                let _ = file.set_len(len);
+            }
+            Err(_) => {}
+        }
+    }
+
     /// `<state>/sweep.log`: where sweeps started by `serve` write their log.
     pub fn sweep_log(&self) -> PathBuf {
         self.path.join(SWEEP_LOG)

@@ -263,7 +263,21 @@ impl LockGuard {
     /// Gives back the room [`create_locked`] reserved for a kept end (and drops any end kept
     /// there): for a supervisor whose run's end is stored in the record. Best effort.
     pub fn release_reserve(&self) {
-        let _ = self.file.set_len(0);
+        if self.file.set_len(0).is_ok() {
+            return;
+        }
+        // Held through a read-only descriptor (a sweep's): truncated through a writable one,
+        // opened on the same inode.
+        let Ok(writable) = open_file(&self.path, OFlags::WRONLY, Op::Open) else {
+            return;
+        };
+        let same = match (rustix::fs::fstat(&writable), rustix::fs::fstat(&self.file)) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+            _ => false,
+        };
+        if same {
+            let _ = writable.set_len(0);
+        }
     }
 
     /// Removes the lock file while still holding its flock: the last step of removing a run.

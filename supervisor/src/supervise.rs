@@ -65,7 +65,6 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
     let stop = Listener::new().context("listening for a stop")?;
     let id = RunId::parse(id)?;
     let state = StateDir::open(&state)?;
-    let log = Log::open(&state, &id);
     let lock =
         LockGuard::adopt_stdin(&state, &id).context("taking over the run's lock from stdin")?;
     let quit = Quit::new().context("setting up SIGTERM, SIGINT and SIGHUP")?;
@@ -101,48 +100,10 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
         // ended run holds no block but its record and its output (removing a file frees its
         // blocks, which some disks make slow).
         lock.release_reserve();
-        if let Some(log) = log {
-            log.close(&state, &id);
-        }
+        state.trim_log(&id);
     }
     drop(lock);
     result
-}
-
-/// The supervisor's own log, `<id>.log`, made its stderr (`start` hands it `/dev/null`, to
-/// make one file fewer before its answer). Without it the log lines are lost, said once.
-struct Log(std::fs::File);
-
-impl Log {
-    fn open(state: &StateDir, id: &RunId) -> Option<Log> {
-        let opened = state
-            .open_log(&state.log(id))
-            .map_err(anyhow::Error::from)
-            .and_then(|file| {
-                rustix::stdio::dup2_stderr(&file)
-                    .context("making the log the supervisor's stderr")?;
-                Ok(file)
-            });
-        match opened {
-            Ok(file) => Some(Log(file)),
-            Err(err) => {
-                tracing::warn!(%id, "{err:#}; this supervisor's log is lost");
-                None
-            }
-        }
-    }
-
-    /// At the end: an empty log goes; another gives back the room reserved past its end.
-    fn close(self, state: &StateDir, id: &RunId) {
-        let Ok(len) = self.0.metadata().map(|m| m.len()) else {
-            return;
-        };
-        if len == 0 {
-            let _ = std::fs::remove_file(state.log(id));
-        } else {
-            let _ = self.0.set_len(len);
-        }
-    }
 }
 
 fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, stop: &Listener) -> Result<()> {

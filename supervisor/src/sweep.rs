@@ -57,28 +57,31 @@ impl Report {
 /// tried once at the end.
 #[derive(Default)]
 pub struct Tidy {
-    /// Each files folder's `background/` (`None`: it has none, or it could not be opened).
-    outputs: std::collections::HashMap<std::path::PathBuf, Option<BackgroundDir>>,
+    /// Each files folder's `background/` (`None`: it has none), or why it could not be opened.
+    outputs: std::collections::HashMap<std::path::PathBuf, Result<Option<BackgroundDir>, String>>,
     /// The `started` minute folders runs were removed from.
     minutes: std::collections::BTreeSet<std::path::PathBuf>,
 }
 
 impl Tidy {
+    /// The `background/` folder of `record`'s files folder, if it has one; a folder that could
+    /// not be opened is said for each run whose output therefore stays.
     fn outputs_of(&mut self, record: &Record) -> Option<&BackgroundDir> {
-        self.outputs
+        let opened = self
+            .outputs
             .entry(record.launch.files.clone())
             .or_insert_with(|| {
-                match FilesDir::open(&record.launch.files)
+                FilesDir::open(&record.launch.files)
                     .and_then(|files| files.open_background_dir())
-                {
-                    Ok(background) => background,
-                    Err(err) => {
-                        tracing::warn!(id = %record.id, "the output file stays: {err}");
-                        None
-                    }
-                }
-            })
-            .as_ref()
+                    .map_err(|err| err.to_string())
+            });
+        match opened {
+            Ok(background) => background.as_ref(),
+            Err(err) => {
+                tracing::warn!(id = %record.id, "the output file stays: {err}");
+                None
+            }
+        }
     }
 
     /// Removes the minute folders left empty.
@@ -208,6 +211,7 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
     let one = |(minute, id): (&index::DueMinute, &RunId), report: &mut Report, tidy: &mut Tidy| {
         let name = minute.name_of(id);
         if !state.record(id).exists() {
+            tidy_gone(state, id);
             std::fs::remove_file(&name).ok();
             return;
         }
@@ -220,37 +224,42 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
             tidy,
         );
     };
-    let workers = REMOVERS.min(due.len() / REMOVALS_PER_REMOVER).max(1);
-    if workers == 1 {
-        for &run in &due {
+    // Removing a run waits on the disk (freeing its blocks; on a disk that discards, for the
+    // device): several at once keep the disk and both cores busy. This thread is one of the
+    // removers, so the work is done even when no other thread can be made.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = |report: &mut Report, tidy: &mut Tidy| {
+        loop {
+            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&run) = due.get(at) else {
+                break;
+            };
             one(run, report, tidy);
         }
-    } else {
-        // Removing a run waits on the disk (freeing its blocks; on a disk that discards, for
-        // the device): several at once keep the disk and both cores busy.
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let done: Vec<(Report, Tidy)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| {
+    };
+    let helpers = REMOVERS
+        .min(due.len() / REMOVALS_PER_REMOVER)
+        .saturating_sub(1);
+    let done: Vec<(Report, Tidy)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..helpers)
+            .map_while(|_| {
+                std::thread::Builder::new()
+                    .name("remover".into())
+                    .spawn_scoped(scope, || {
                         let (mut report, mut tidy) = (Report::default(), Tidy::default());
-                        loop {
-                            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(&run) = due.get(at) else {
-                                break;
-                            };
-                            one(run, &mut report, &mut tidy);
-                        }
+                        work(&mut report, &mut tidy);
                         (report, tidy)
                     })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for (theirs, their_tidy) in done {
-            report.add(&theirs);
-            tidy.minutes.extend(their_tidy.minutes);
-        }
+                    .inspect_err(|err| tracing::info!("one remover fewer: {err}"))
+                    .ok()
+            })
+            .collect();
+        work(report, tidy);
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    for (theirs, their_tidy) in done {
+        report.add(&theirs);
+        tidy.minutes.extend(their_tidy.minutes);
     }
     for minute in &minutes {
         minute.done();
@@ -383,6 +392,7 @@ pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuar
             record.status = kept.status;
             record.output = kept.output;
             record.store(state)?;
+            release_reservations(state, record, lock);
             tracing::info!(id = %record.id, state = %record.status.state(), "the end the supervisor kept is recorded");
             return Ok(true);
         }
@@ -390,7 +400,15 @@ pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuar
         Err(err) => tracing::warn!(id = %record.id, "{err}; the run is recorded lost"),
     }
     reclaim::mark_lost(state, record, lock)?;
+    release_reservations(state, record, lock);
     Ok(false)
+}
+
+/// Once a run's end is in its record: the room its lock and its log kept for a full disk is
+/// given back, as its supervisor does when it stores the end itself.
+fn release_reservations(state: &StateDir, record: &Record, lock: &LockGuard) {
+    lock.release_reserve();
+    state.trim_log(&record.id);
 }
 
 /// Sets a run whose lock is damaged aside: its record (if any) becomes `<id>.damaged`, and
@@ -433,7 +451,24 @@ fn remove_run_with(
         tidy.minutes.insert(minute);
     }
     lock.remove()?;
+    index::forget_due(state, record, names)?;
     Ok(())
+}
+
+/// A `due` name whose record is gone: a removal cut short (or a name left by hand). Its lock,
+/// if free, goes too, its reserved room first (other names of the run may still link it).
+fn tidy_gone(state: &StateDir, id: &RunId) {
+    if state.damaged(id).exists() {
+        return;
+    }
+    if let Ok(LockState::Free(lock)) = lock::try_lock_existing(state, id)
+        && !state.record(id).exists()
+    {
+        lock.release_reserve();
+        if let Err(err) = lock.remove() {
+            tracing::warn!(%id, "{err}");
+        }
+    }
 }
 
 fn remove_if_there(path: &Path) -> std::io::Result<()> {

@@ -164,4 +164,19 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     assert_eq!(record["status"]["state"], "exited", "not lost: {record}");
     assert_eq!(record["output"]["written_bytes"], 5, "{record}");
     list_and_read_agree(&mut serve, &id);
+    // The end is in the record now: the room kept for it in the lock, and the log's, go back.
+    use std::os::unix::fs::MetadataExt;
+    let lock = std::fs::metadata(t.state().join(format!("{id}.lock"))).unwrap();
+    assert_eq!(
+        (lock.len(), lock.blocks()),
+        (0, 0),
+        "the lock keeps its room"
+    );
+    let log = std::fs::metadata(t.state().join(format!("{id}.log"))).unwrap();
+    assert!(
+        log.blocks() * 512 <= log.len().next_multiple_of(4096),
+        "the log keeps {} blocks for {} bytes",
+        log.blocks(),
+        log.len()
+    );
 }

@@ -286,38 +286,9 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
         );
     }
 
-    // Runs ended two hours ago, kept an hour, told: all due, each with its output.
-    let now = now_ms();
+    let ids = plant_due(&t, &template, DUE, "due");
     let index = t.state().join("index");
     let background = t.bg.setup.files.join("background");
-    let minute = |ms: u64| format!("{:010}", ms / 60_000);
-    let mut ids = Vec::new();
-    for i in 0..DUE {
-        let id = format!("due{i:017}");
-        let started = now - 2 * HOUR - 5000 - (i as u64) * 60_000;
-        let ended = started + 5000;
-        let mut record = template.clone();
-        record["id"] = json!(id);
-        record["started_at_ms"] = json!(started);
-        record["status"]["ended_at_ms"] = json!(ended);
-        record["launch"]["limits"]["keep_ms"] = json!(HOUR);
-        record["launch"]["tell_to"] = Value::Null;
-        record["output"]["file"] = Value::Null;
-        plant(&t, &record);
-        let lock = t.state().join(format!("{id}.lock"));
-        for name in [
-            index
-                .join("started")
-                .join(minute(started))
-                .join(format!("{started:013}-{id}")),
-            index.join("due").join(minute(ended + HOUR)).join(&id),
-        ] {
-            std::fs::create_dir_all(name.parent().unwrap()).unwrap();
-            std::fs::hard_link(&lock, &name).unwrap();
-        }
-        std::fs::write(background.join(format!("{id}.out")), b"output\n").unwrap();
-        ids.push(id);
-    }
     let stderr = t.sweep();
     let left: Vec<String> = names(t.state())
         .into_iter()
@@ -345,4 +316,104 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
         assert_eq!(minutes.len(), 1, "{kind}: {minutes:?}");
     }
     assert!(t.bg.record(&real).is_some(), "the young run went too");
+}
+
+/// Plants `n` runs made from `template`, ended two hours ago, kept an hour, told: all due,
+/// each with its output file and its index names (links of its lock, as Link Run makes them),
+/// one `started` and one `due` minute each. Their ids, `<prefix>…`.
+fn plant_due(t: &Tell, template: &Value, n: usize, prefix: &str) -> Vec<String> {
+    let now = now_ms();
+    let index = t.state().join("index");
+    let background = t.bg.setup.files.join("background");
+    let minute = |ms: u64| format!("{:010}", ms / 60_000);
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = format!("{prefix}{i:0width$}", width = 20 - prefix.len());
+        let started = now - 2 * HOUR - 5000 - (i as u64) * 60_000;
+        let ended = started + 5000;
+        let mut record = template.clone();
+        record["id"] = json!(id);
+        record["started_at_ms"] = json!(started);
+        record["status"]["ended_at_ms"] = json!(ended);
+        record["launch"]["limits"]["keep_ms"] = json!(HOUR);
+        record["launch"]["tell_to"] = Value::Null;
+        record["output"]["file"] = Value::Null;
+        plant(t, &record);
+        let lock = t.state().join(format!("{id}.lock"));
+        for name in [
+            index
+                .join("started")
+                .join(minute(started))
+                .join(format!("{started:013}-{id}")),
+            index.join("due").join(minute(ended + HOUR)).join(&id),
+        ] {
+            std::fs::create_dir_all(name.parent().unwrap()).unwrap();
+            std::fs::hard_link(&lock, &name).unwrap();
+        }
+        std::fs::write(background.join(format!("{id}.out")), b"output\n").unwrap();
+        ids.push(id);
+    }
+    ids
+}
+
+/// A sweep whose user may make no more threads (its `RLIMIT_NPROC` reached, as a background
+/// program of the user's can bring about) still removes every due run, in its one thread.
+#[test]
+fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
+    if !rustix::process::geteuid().is_root() {
+        say_skipped("limiting another user's processes needs root");
+        return;
+    }
+    // A uid of its own, so that no other test's processes count against its limit of one.
+    const UID: u32 = 65531;
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let real = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo real"]}),
+    );
+    let template = t.wait_done(&real);
+    drop(serve);
+    let ids = plant_due(&t, &template, 100, "nothread");
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{UID}:{UID}")])
+        .arg(t.state())
+        .arg(&t.bg.setup.files)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let out = std::process::Command::new("prlimit")
+        .arg("--nproc=1")
+        .arg("--")
+        .arg("setpriv")
+        .arg(format!("--reuid={UID}"))
+        .arg(format!("--regid={UID}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(crate::runs::link_supervise())
+        .arg("sweep")
+        .arg(t.state())
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the sweep failed: {stderr}");
+    assert!(
+        stderr.contains("one remover fewer"),
+        "no thread was refused, so nothing was shown: {stderr}"
+    );
+    let left: Vec<String> = names(t.state())
+        .into_iter()
+        .filter(|n| n.starts_with("nothread"))
+        .collect();
+    assert!(left.is_empty(), "left: {left:?}; {stderr}");
+    for id in &ids {
+        assert!(!exists(
+            &t.bg
+                .setup
+                .files
+                .join("background")
+                .join(format!("{id}.out"))
+        ));
+    }
 }

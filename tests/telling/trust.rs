@@ -372,3 +372,31 @@ fn stop_and_remove_state_finish_whatever_holds_start_lock() {
         }
     }
 }
+
+/// A supervisor that refuses its state folder (made open to others after `serve` started)
+/// says why in the run's log, which `start` opened for it: nothing is run, and a person
+/// reading `<id>.log` learns the cause and the fix.
+#[test]
+fn a_supervisor_that_refuses_its_folder_says_why_in_the_runs_log() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    // One run first, so that the folder is made (and checked by serve) before it opens up.
+    let first = start(&mut serve, json!({"program": "sh", "args": ["-c", "true"]}));
+    t.wait_done(&first);
+    chmod(t.state(), 0o770);
+    let marker = t.bg.marker();
+    let id = start(&mut serve, procs_args("linger", &marker, 60));
+    let log = t.state().join(format!("{id}.log"));
+    let mut seen = String::new();
+    let said = poll(ANSWER, || {
+        seen = std::fs::read_to_string(&log).unwrap_or_default();
+        seen.contains("chmod 700")
+    });
+    chmod(t.state(), 0o700);
+    assert!(said, "the run's log does not say why: {seen:?}");
+    wait_no_supervisor(&id, ANSWER);
+    assert!(
+        crate::procs::with_marker(&marker).is_empty(),
+        "the run ran from a refused folder"
+    );
+}

@@ -4,7 +4,8 @@
 //! The child is started with `posix_spawn` (a `vfork`: no copy of `serve`'s memory), in a
 //! session of its own (it must outlive `serve` and the signals sent to `serve`'s process
 //! group: an MCP client stops its server by signalling its group), with an empty signal mask
-//! and every signal at its default. `posix_spawn` returns once the exec happened or failed, so
+//! and every standard signal at its default (glibc's `posix_spawn` leaves its own two
+//! real-time signals ignored). `posix_spawn` returns once the exec happened or failed, so
 //! a supervisor that cannot be started is said at once.
 //!
 //! The child is told `--detached`: its first act is to fork, the parent exiting at once, so

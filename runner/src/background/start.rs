@@ -226,9 +226,9 @@ fn launch_run_failing(
         let stdio = detached::Stdio {
             stdin: Some(undo.hand_over_lock()?.into()),
             stdout: Some(slot.into_file().into()),
-            // The supervisor opens its own log (`<id>.log`): one file fewer made before the
-            // answer.
-            stderr: None,
+            // Opened here, not by the supervisor, so that a supervisor that fails at once
+            // (its folder refused, its command line) still says why.
+            stderr: detached::log(&state, &state.log(&id)),
         };
         detached::spawn(
             &background.supervise,
