@@ -89,7 +89,13 @@ fn reap_soon(pid: i32, what: String) {
         let Some(pid) = rustix::process::Pid::from_raw(pid) else {
             return;
         };
-        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+        let waited = loop {
+            match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+                Err(rustix::io::Errno::INTR) => {}
+                other => break other,
+            }
+        };
+        match waited {
             Ok(Some((_, status))) if status.exit_status() == Some(0) => {}
             Ok(Some((_, status))) => {
                 tracing::warn!("the {what} ended before it detached: {status:?}");
