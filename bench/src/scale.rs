@@ -111,6 +111,14 @@ fn fabricate(
     Ok(())
 }
 
+/// Writes the file system holding `folder` back to the disk (`syncfs`).
+fn write_back(folder: &Path) -> Result<()> {
+    let open =
+        std::fs::File::open(folder).with_context(|| format!("opening {}", folder.display()))?;
+    rustix::fs::syncfs(&open)
+        .with_context(|| format!("writing {} back to the disk", folder.display()))
+}
+
 /// One `lnk-link-supervise <args>`, which must succeed quietly; how long it took.
 fn supervise(bin: &Path, args: &[&std::ffi::OsStr]) -> Result<Duration> {
     let begun = Instant::now();
@@ -148,9 +156,7 @@ pub fn run(
     let fabricated = made.elapsed();
     // Written back before anything is timed: a folder that keeps 100,000 runs was not made
     // all at once, and the timed calls must not queue behind the writeback of its making.
-    let folder = std::fs::File::open(&state)?;
-    rustix::fs::syncfs(&folder).context("writing the state folder back to the disk")?;
-    drop(folder);
+    write_back(&state)?;
     let cap = u32::try_from(options.running + 50).unwrap_or(u32::MAX);
     let mut serve = place.serve_capped(bins, "scale", &state, false, cap)?;
     let sleeping = state.to_string_lossy().into_owned();
@@ -320,8 +326,7 @@ fn expire(
         2 * HOUR_MS,
     )?;
     if synced {
-        let folder = std::fs::File::open(&expiring)?;
-        rustix::fs::syncfs(&folder).context("writing the state folder back to the disk")?;
+        write_back(&expiring)?;
     }
     let expired = supervise(&bins.supervise, &["sweep".as_ref(), expiring.as_os_str()])?;
     let records_left = std::fs::read_dir(&expiring)?

@@ -5,8 +5,8 @@
 //! index is a set of names that say everything, under `<state>/index/`. Each is a hard link of
 //! the run's lock file (`<id>.lock`), or an empty file of its own when the run has no lock (an
 //! older folder being indexed): a link costs a directory entry, where a new file costs an inode,
-//! several times as much on some disks; only the name is ever read, and the age of a `running`
-//! name (its file's time: the lock's, made by the start):
+//! several times as much on some disks. Only the name is ever read, and the age of a `running`
+//! name, which is its file's time: the lock's, made by the start.
 //!
 //! | name | present while |
 //! |---|---|
@@ -463,7 +463,6 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
     Ok(indexed)
 }
 
-/// Makes an empty file (and its folders, 0700), if missing.
 /// Makes the index name `path` for run `id`: a hard link of its lock file, or an empty file
 /// when it has none. A name that exists already is left as it is.
 fn name(state: &StateDir, id: &RunId, path: &Path) -> Result<(), Error> {
@@ -496,6 +495,7 @@ fn name(state: &StateDir, id: &RunId, path: &Path) -> Result<(), Error> {
     }
 }
 
+/// Makes an empty file (and its folders, 0700), if missing.
 fn touch(path: &Path) -> Result<(), Error> {
     let create = || {
         rustix::fs::open(

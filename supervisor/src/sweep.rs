@@ -105,18 +105,18 @@ pub fn run(path: &Path) -> Result<Report> {
         Err(e) => return Err(e.into()),
     };
     remove_old_temporaries(&state.path().join(TEMP_DIR), &mut report);
-    if index::is_indexed(&state) {
-        let mut tidy = Tidy::default();
-        let swept = sweep_indexed(&state, &mut report, &mut tidy);
-        tidy.finish();
-        swept?;
+    let indexed = index::is_indexed(&state);
+    let mut tidy = Tidy::default();
+    let swept = if indexed {
+        sweep_indexed(&state, &mut report, &mut tidy)
     } else {
-        let mut tidy = Tidy::default();
-        let swept = sweep_whole(&state, &mut report, &mut tidy);
-        tidy.finish();
-        swept?;
-        let indexed = index::migrate(&state)?;
-        tracing::info!(records = indexed, "the state folder is indexed");
+        sweep_whole(&state, &mut report, &mut tidy)
+    };
+    tidy.finish();
+    swept?;
+    if !indexed {
+        let records = index::migrate(&state)?;
+        tracing::info!(records, "the state folder is indexed");
     }
     Ok(report)
 }
@@ -169,26 +169,15 @@ fn sweep_whole(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Result
 
 /// The runs the index says need looking at.
 fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Result<()> {
-    use std::collections::HashSet;
     let running = index::running_ids(state)?;
     let untold = index::untold(state)?;
-    let running_set: HashSet<&RunId> = running.iter().collect();
-    let untold_set: HashSet<&RunId> = untold.iter().collect();
-    fn found<'a>(
-        (running, untold): (&HashSet<&RunId>, &HashSet<&RunId>),
-        id: &RunId,
-        due: Option<&'a Path>,
-    ) -> index::Found<'a> {
-        index::Found {
-            running: running.contains(id),
-            untold: untold.contains(id),
-            due,
-        }
-    }
-    let sets = (&running_set, &untold_set);
+    let listed = Listed {
+        running: running.iter().collect(),
+        untold: untold.iter().collect(),
+    };
     for id in &running {
         // The lock first: a run whose supervisor lives costs one `open` and one `flock`.
-        if sweep_one(state, id, None, found(sets, id, None), report, tidy) == Found::Nothing {
+        if sweep_one(state, id, None, listed.found(id, None), report, tidy) == Seen::Nothing {
             // No lock, no record: a start under way, or one that died before its lock; the
             // name goes once old.
             if index::running_age(state, id).is_some_and(|age| age > index::START_GRACE) {
@@ -201,7 +190,7 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
             index::drop_untold(state, id)?;
             continue;
         }
-        sweep_one(state, id, Some(true), found(sets, id, None), report, tidy);
+        sweep_one(state, id, Some(true), listed.found(id, None), report, tidy);
     }
     let minutes = index::due(state, UnixMs::now())?;
     let due: Vec<(&index::DueMinute, &RunId)> = minutes
@@ -219,7 +208,7 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
             state,
             id,
             Some(true),
-            found(sets, id, Some(&name)),
+            listed.found(id, Some(&name)),
             report,
             tidy,
         );
@@ -272,9 +261,26 @@ const REMOVERS: usize = 8;
 /// The fewest due runs per thread worth a thread of its own.
 const REMOVALS_PER_REMOVER: usize = 32;
 
-/// What [`sweep_one`] found of a run.
+/// The ids the index's `running/` and `untold/` held when the sweep read them.
+struct Listed<'a> {
+    running: std::collections::HashSet<&'a RunId>,
+    untold: std::collections::HashSet<&'a RunId>,
+}
+
+impl Listed<'_> {
+    /// The names of `id` that may be there, `due` the one it was found under.
+    fn found<'n>(&self, id: &RunId, due: Option<&'n Path>) -> index::Found<'n> {
+        index::Found {
+            running: self.running.contains(id),
+            untold: self.untold.contains(id),
+            due,
+        }
+    }
+}
+
+/// What [`sweep_one`] saw of a run.
 #[derive(Debug, PartialEq, Eq)]
-enum Found {
+enum Seen {
     /// Its lock, its record, or both.
     Something,
     /// Neither its lock nor its record.
@@ -291,37 +297,37 @@ fn sweep_one(
     names: index::Found<'_>,
     report: &mut Report,
     tidy: &mut Tidy,
-) -> Found {
+) -> Seen {
     let has_record = || has_record.unwrap_or_else(|| state.record(id).exists());
     let lock = match lock::try_lock_existing(state, id) {
         Ok(LockState::Held) => {
             report.live += 1;
-            return Found::Something;
+            return Seen::Something;
         }
         Ok(LockState::Free(guard)) => guard,
         Ok(LockState::Missing) if has_record() => match lock::create_locked(state, id) {
             Ok(guard) => guard,
             // Another sweep made it first: it deals with the run.
-            Err(_) => return Found::Something,
+            Err(_) => return Seen::Something,
         },
-        Ok(LockState::Missing) => return Found::Nothing,
+        Ok(LockState::Missing) => return Seen::Nothing,
         Err(err @ (Error::Foreign { .. } | Error::NotRegularFile { .. })) => {
             // A lock that is not the user's regular file says nothing true about the run:
             // the run is damaged.
             tracing::error!(%id, "{err}; the run is damaged and set aside");
             set_aside_damaged(state, id, has_record());
             report.damaged += 1;
-            return Found::Something;
+            return Seen::Something;
         }
         Err(err) => {
             tracing::warn!(%id, "{err}");
-            return Found::Something;
+            return Seen::Something;
         }
     };
     if let Err(err) = sweep_run(state, id, lock, names, report, tidy) {
         tracing::warn!(%id, "{err:#}");
     }
-    Found::Something
+    Seen::Something
 }
 
 /// One run whose lock this sweep holds.

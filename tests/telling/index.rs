@@ -1,7 +1,6 @@
 //! The state folder's index (issue 9): a folder made before it — version-1 records, as today's
 //! format writes them — is still read, swept, indexed once and removed; in an indexed folder a
 //! sweep looks only at what is due, however many runs the folder keeps.
-use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -138,28 +137,8 @@ fn a_sweep_looks_only_at_what_is_due() {
         json!({"program": "sh", "args": ["-c", "echo real"]}),
     );
     let template = t.wait_done(&real);
-    let now = now_ms();
-    let index = t.state().join("index");
-    for i in 0..KEPT {
-        let id = format!("notdue{i:014}");
-        let mut record = template.clone();
-        record["id"] = json!(id);
-        record["started_at_ms"] = json!(now - 2000);
-        record["status"]["ended_at_ms"] = json!(now - 1000);
-        plant(&t, &record);
+    for id in plant_ended(&t, &template, KEPT, "notdue", 1000) {
         std::os::unix::fs::chown(t.bg.record_path(&id), Some(65534), Some(65534)).unwrap();
-        let minute = |ms: u64| format!("{:010}", ms / 60_000);
-        let touch = |path: &Path| {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, b"").unwrap();
-        };
-        touch(&index.join("due").join(minute(now - 1000 + HOUR)).join(&id));
-        touch(
-            &index
-                .join("started")
-                .join(minute(now - 2000))
-                .join(format!("{:013}-{id}", now - 2000)),
-        );
     }
     let stderr = t.sweep();
     let damaged: Vec<String> = names(t.state())
@@ -286,7 +265,7 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
         );
     }
 
-    let ids = plant_due(&t, &template, DUE, "due");
+    let ids = plant_ended(&t, &template, DUE, "due", 2 * HOUR);
     let index = t.state().join("index");
     let background = t.bg.setup.files.join("background");
     let stderr = t.sweep();
@@ -318,10 +297,17 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
     assert!(t.bg.record(&real).is_some(), "the young run went too");
 }
 
-/// Plants `n` runs made from `template`, ended two hours ago, kept an hour, told: all due,
-/// each with its output file and its index names (links of its lock, as Link Run makes them),
-/// one `started` and one `due` minute each. Their ids, `<prefix>…`.
-fn plant_due(t: &Tell, template: &Value, n: usize, prefix: &str) -> Vec<String> {
+/// Plants `n` runs made from `template`, ended `ended_ago_ms` ago, kept an hour, told (due
+/// once ended more than an hour ago), each with its output file and its index names (links of
+/// its lock, as Link Run makes them), each started a minute before the next. Their ids,
+/// `<prefix>…`.
+fn plant_ended(
+    t: &Tell,
+    template: &Value,
+    n: usize,
+    prefix: &str,
+    ended_ago_ms: u64,
+) -> Vec<String> {
     let now = now_ms();
     let index = t.state().join("index");
     let background = t.bg.setup.files.join("background");
@@ -329,8 +315,8 @@ fn plant_due(t: &Tell, template: &Value, n: usize, prefix: &str) -> Vec<String> 
     let mut ids = Vec::new();
     for i in 0..n {
         let id = format!("{prefix}{i:0width$}", width = 20 - prefix.len());
-        let started = now - 2 * HOUR - 5000 - (i as u64) * 60_000;
-        let ended = started + 5000;
+        let ended = now - ended_ago_ms;
+        let started = ended - 5000 - (i as u64) * 60_000;
         let mut record = template.clone();
         record["id"] = json!(id);
         record["started_at_ms"] = json!(started);
@@ -374,7 +360,7 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
     );
     let template = t.wait_done(&real);
     drop(serve);
-    let ids = plant_due(&t, &template, 100, "nothread");
+    let ids = plant_ended(&t, &template, 100, "nothread", 2 * HOUR);
     let chown = std::process::Command::new("chown")
         .args(["-R", &format!("{UID}:{UID}")])
         .arg(t.state())
