@@ -3,7 +3,8 @@
 
 Starts N `sleep 600` runs through one `serve` (pass-through prefix), waits, then reads every
 supervisor's CPU time (`/proc/<pid>/stat`) over a window, and its RSS and PSS
-(`/proc/<pid>/smaps_rollup`); then `stop --state` ends them all and it checks none is left.
+(`/proc/<pid>/smaps_rollup`), and the same of every run's gate (the supervisor's one child, the
+run's reaper); then `stop --state` ends them all and it checks none is left.
 Issue 9's targets: under 1 CPU-second in all over 60 s for 1,000; each under 2 MiB RSS.
 
     bench/idle_supervisors.py <folder of the binaries> [N] [seconds]
@@ -60,6 +61,35 @@ def main():
                 found.append(proc)
         return found
 
+    def gates(procs):
+        """The gate of each supervisor: its child (`/proc/<pid>/task/<pid>/children`)."""
+        found = []
+        for proc in procs:
+            pid = proc.rsplit("/", 1)[1]
+            try:
+                children = open(f"{proc}/task/{pid}/children").read().split()
+            except OSError:
+                continue
+            found.extend(f"/proc/{child}" for child in children)
+        return found
+
+    def memory(procs):
+        """Medians and the largest RSS, PSS of `procs`, in KiB."""
+        rss, pss = [], []
+        for proc in procs:
+            try:
+                lines = open(proc + "/smaps_rollup").read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if line.startswith("Rss:"):
+                    rss.append(int(line.split()[1]))
+                elif line.startswith("Pss:"):
+                    pss.append(int(line.split()[1]))
+        rss.sort()
+        pss.sort()
+        return rss[len(rss) // 2], rss[-1], pss[len(pss) // 2]
+
     def cpu_seconds(procs):
         ticks = 0
         for proc in procs:
@@ -81,21 +111,15 @@ def main():
         time.sleep(5)
         procs = supervisors()
         print(f"supervisors running: {len(procs)} of {n}")
-        before, started = cpu_seconds(procs), time.time()
+        reapers = gates(procs)
+        before, started = (cpu_seconds(procs), cpu_seconds(reapers)), time.time()
         time.sleep(window)
-        spent = cpu_seconds(procs) - before
-        print(f"CPU of all supervisors over {time.time() - started:.0f} s: {spent:.2f} s")
-        rss, pss = [], []
-        for proc in procs:
-            for line in open(proc + "/smaps_rollup"):
-                if line.startswith("Rss:"):
-                    rss.append(int(line.split()[1]))
-                elif line.startswith("Pss:"):
-                    pss.append(int(line.split()[1]))
-        rss.sort()
-        pss.sort()
-        print(f"each supervisor: RSS median {rss[len(rss) // 2]} KiB (max {rss[-1]} KiB), "
-              f"PSS median {pss[len(pss) // 2]} KiB")
+        spent = (cpu_seconds(procs) - before[0], cpu_seconds(reapers) - before[1])
+        print(f"CPU over {time.time() - started:.0f} s: all supervisors {spent[0]:.2f} s, "
+              f"all gates {spent[1]:.2f} s")
+        for what, of in (("supervisor", procs), ("gate", gates(procs))):
+            rss, largest, pss = memory(of)
+            print(f"each {what}: RSS median {rss} KiB (max {largest} KiB), PSS median {pss} KiB")
     finally:
         serve.stdin.close()
         serve.wait()

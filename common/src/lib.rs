@@ -165,6 +165,7 @@ pub mod lock;
 pub mod proc_info;
 pub mod reaper;
 pub mod record;
+pub mod resident;
 pub mod safe_open;
 pub mod slot;
 pub mod status;

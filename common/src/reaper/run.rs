@@ -19,6 +19,7 @@ use super::report::{Event, Reporter};
 use super::signals::Signals;
 use super::spare::{Call, Control, SPARE};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
+use crate::resident::Shed;
 use crate::status::Exit;
 
 /// Where a bare sandbox program name is looked for: the reaper's environment is empty, so it
@@ -424,6 +425,12 @@ struct Reaper<'a> {
 impl Reaper<'_> {
     /// Runs until the sandbox process has ended and nothing it started is left.
     fn live(&mut self) {
+        // A run's gate (the only reaper that waits to be opened) may sleep for hours once its
+        // sandbox runs: what it touched is unmapped before it sleeps ([`Shed`]).
+        let mut shed = Shed::default();
+        if self.options.wait_open {
+            shed.settled();
+        }
         loop {
             let arrived = self.signals.take();
             self.read_exec_pipe();
@@ -463,13 +470,17 @@ impl Reaper<'_> {
                 Phase::Stopping { .. } => self.term_new(),
                 Phase::Killing => self.kill(&others),
             }
-            let wait = match self.phase {
+            let wake_at = match self.phase {
                 Phase::Running => None,
-                Phase::Leftovers { until } => Some(until.saturating_duration_since(now)),
-                Phase::Stopping { kill_at } => Some(kill_at.saturating_duration_since(now)),
-                Phase::Killing => Some(KILL_RECHECK),
+                Phase::Leftovers { until } => Some(until),
+                Phase::Stopping { kill_at } => Some(kill_at),
+                Phase::Killing => Some(now + KILL_RECHECK),
             };
-            self.wait(wait);
+            // Only a running sandbox leaves the reaper asleep for long.
+            let running = self.phase == Phase::Running;
+            if self.wait(wake_at, running.then_some(&mut shed)) {
+                shed.worked(Instant::now());
+            }
         }
         if self.leftovers {
             self.report.send(Event::Leftovers);
@@ -598,16 +609,25 @@ impl Reaper<'_> {
         }
     }
 
-    /// Waits for a signal (a child's end, a stop) or the exec pipe, at most `wait`.
-    fn wait(&self, wait: Option<Duration>) {
-        let timeout = wait.and_then(|wait| Timespec::try_from(wait).ok());
+    /// Waits for a signal (a child's end, a stop) or the exec pipe, until `wake_at` at the
+    /// latest, through `shed` when given. Whether one of them woke it.
+    fn wait(&self, wake_at: Option<Instant>, shed: Option<&mut Shed>) -> bool {
         let signals = self.signals.fd();
         let mut fds = Vec::with_capacity(2);
         fds.push(PollFd::new(&signals, PollFlags::IN));
         if let Some(pipe) = &self.sandbox.exec_pipe {
             fds.push(PollFd::new(pipe, PollFlags::IN));
         }
+        let polled = match shed {
+            Some(shed) => shed.poll(&mut fds, wake_at, &mut []),
+            None => {
+                let timeout = wake_at.and_then(|at| {
+                    Timespec::try_from(at.saturating_duration_since(Instant::now())).ok()
+                });
+                poll(&mut fds, timeout.as_ref())
+            }
+        };
         // EINTR or a failure: the loop looks again.
-        let _ = poll(&mut fds, timeout.as_ref());
+        matches!(polled, Ok(n) if n > 0)
     }
 }

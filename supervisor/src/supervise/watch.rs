@@ -17,6 +17,7 @@ use lnk_common::proc_info::ProcessId;
 use lnk_common::reaper::hold::{self, Step};
 use lnk_common::reaper::{Event, RUN_STOP_GRACE};
 use lnk_common::record::{Record, SandboxGroup};
+use lnk_common::resident::Shed;
 use lnk_common::status::Exit;
 use lnk_common::stop::Listener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -85,6 +86,10 @@ impl Run<'_> {
         // A stop asked before the record named this supervisor (so before it could be
         // signalled) is looked for once.
         let mut stop_maybe = true;
+        // Once the sandbox's start is recorded, what the start touched is unmapped before the
+        // next sleep, and what later work touches once it has been quiet a second: the run may
+        // sleep for hours ([`Shed`]).
+        let mut shed = Shed::default();
         while !self.gate.reports.ended() {
             let now = Instant::now();
             // Read every time, so that a pending signal (a child's end too) never leaves the
@@ -125,8 +130,6 @@ impl Run<'_> {
                 _ if !gate_killed => stuck_at,
                 _ => None,
             };
-            let timeout =
-                wake_at.and_then(|at| Timespec::try_from(at.saturating_duration_since(now)).ok());
 
             let quit_fd = self.quit.fd();
             let mut fds = Vec::with_capacity(4);
@@ -137,12 +140,25 @@ impl Run<'_> {
             if let Some(pipe) = &pipe {
                 fds.push(PollFd::new(pipe, PollFlags::IN));
             }
-            match poll(&mut fds, timeout.as_ref()) {
+            // While the run is alive and no stop is under way, the sleep may be a long one.
+            let polled = match (stop_sent, seen.exit) {
+                (None, None) => shed.poll(&mut fds, wake_at, &mut buf),
+                _ => {
+                    let timeout = wake_at.and_then(|at| {
+                        Timespec::try_from(at.saturating_duration_since(Instant::now())).ok()
+                    });
+                    poll(&mut fds, timeout.as_ref())
+                }
+            };
+            match polled {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(err) => return Err(err.into()),
             }
             let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
             drop(fds);
+            if ready.contains(&true) {
+                shed.worked(Instant::now());
+            }
             if ready[1] && self.stop.take() {
                 stop_maybe = true;
             }
@@ -151,6 +167,9 @@ impl Run<'_> {
             }
             if ready[2] {
                 for event in self.gate.reports.read()? {
+                    if matches!(event, Event::Started(_)) {
+                        shed.settled();
+                    }
                     self.heard(event, &mut seen);
                 }
             }

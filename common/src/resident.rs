@@ -1,0 +1,429 @@
+//! What a process that sleeps for long keeps mapped: only what it needs while it sleeps.
+//!
+//! A background run's supervisor and its gate each spend a few milliseconds starting the run
+//! (reading the record, opening folders, spawning, writing), and then may sleep for hours in
+//! one `poll`. The start touches a few hundred pages of code of the executable and of libc,
+//! which the kernel maps in blocks around each page touched; they stay mapped, counted in the
+//! process's RSS, long after they are needed. [`Shed`] unmaps them before the loop sleeps:
+//! each page is the file's own (shared with every other process that maps it, and kept by the
+//! page cache), so the next use maps it back from memory, with no read and no copy. What the
+//! process holds of its own (its heap, its stack, relocated data) stays as it is; only a
+//! scratch buffer the loop names is given back too.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, Timespec};
+
+/// How long a loop's wake-ups must have stopped before it sheds again what they touched.
+pub const QUIET: Duration = Duration::from_secs(1);
+
+/// When a loop that may sleep for hours sheds the code pages it touched, and its `poll`: once
+/// at its first sleep after its start-up ([`Shed::settled`]), and again after each spell of work
+/// ([`Shed::worked`]) once a second ([`QUIET`]) has passed without any. So a run that prints a
+/// banner and then waits holds no more than one that never printed, and a loop that wakes often
+/// sheds nothing while it does (each shed costs a read of `/proc/self/smaps` and the faults
+/// that map the pages back when the loop wakes).
+#[derive(Debug, Default)]
+pub struct Shed {
+    state: ShedState,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum ShedState {
+    /// Still starting: nothing is shed.
+    #[default]
+    Starting,
+    /// Shed at the next sleep.
+    Due,
+    /// Shed; nothing touched since.
+    Done,
+    /// Touched since the last shed: shed once the loop has been quiet until then.
+    After(Instant),
+}
+
+impl Shed {
+    /// The start-up is over: shed at the next sleep.
+    pub fn settled(&mut self) {
+        self.state = ShedState::Due;
+    }
+
+    /// The loop did some work at `now`: shed once it has been quiet for [`QUIET`].
+    pub fn worked(&mut self, now: Instant) {
+        if matches!(self.state, ShedState::Done | ShedState::After(_)) {
+            self.state = ShedState::After(now + QUIET);
+        }
+    }
+
+    /// `poll(fds)` until the loop's own `wake_at` at the latest (`None`: no limit), or until
+    /// a shed falls due. When one is due now, the pages are unmapped just before the `poll`, so
+    /// that nothing runs in between that would map them back. A shed that fails does no harm:
+    /// the pages stay mapped. The whole pages of `scratch`, a buffer whose bytes the loop no
+    /// longer needs, are given back with them (they read as zeros after). Returns what `poll`
+    /// returns.
+    pub fn poll(
+        &mut self,
+        fds: &mut [PollFd<'_>],
+        wake_at: Option<Instant>,
+        scratch: &mut [u8],
+    ) -> rustix::io::Result<usize> {
+        let now = Instant::now();
+        let ranges = match self.state {
+            ShedState::Due => Some(sheddable()),
+            ShedState::After(at) if now >= at => Some(sheddable()),
+            _ => None,
+        };
+        if ranges.is_some() {
+            self.state = ShedState::Done;
+        }
+        let wake_at = match (self.state, wake_at) {
+            (ShedState::After(at), Some(own)) => Some(at.min(own)),
+            (ShedState::After(at), None) => Some(at),
+            (_, own) => own,
+        };
+        let timeout =
+            wake_at.and_then(|at| Timespec::try_from(at.saturating_duration_since(now)).ok());
+        let Some(ranges) = ranges else {
+            return rustix::event::poll(fds, timeout.as_ref());
+        };
+        let ranges = match ranges {
+            Ok(ranges) => ranges,
+            Err(err) => {
+                tracing::debug!(%err, "the code pages the last work touched stay mapped");
+                return rustix::event::poll(fds, timeout.as_ref());
+            }
+        };
+        // Looked up before: the first look reads the auxiliary vector, through code that would
+        // be mapped back.
+        let page = rustix::param::page_size();
+        let (polled, unmapped) = unmap_then_poll(&ranges, (scratch, page), fds, timeout.as_ref());
+        match unmapped {
+            Ok(()) => tracing::debug!(
+                kib = ranges.iter().map(|range| range.rss_kib).sum::<u64>(),
+                "unmapped the code pages the last work touched"
+            ),
+            Err(err) => tracing::debug!(%err, "some code pages the last work touched stay mapped"),
+        }
+        polled
+    }
+}
+
+/// Unmaps `ranges` and gives back `scratch`'s pages, then polls: one function with no call in
+/// between but the system calls, so that only its own page is mapped back before the process
+/// sleeps.
+#[inline(never)]
+fn unmap_then_poll(
+    ranges: &[Mapping],
+    (scratch, page): (&mut [u8], usize),
+    fds: &mut [PollFd<'_>],
+    timeout: Option<&Timespec>,
+) -> (rustix::io::Result<usize>, io::Result<()>) {
+    let mut unmapped = Ok(());
+    for range in ranges {
+        if let Err(err) = range.unmap_pages() {
+            unmapped = Err(err);
+        }
+    }
+    give_back(scratch, page);
+    (rustix::event::poll(fds, timeout), unmapped)
+}
+
+/// Gives the whole pages (of `page` bytes) of `scratch` back to the kernel: they read as zeros
+/// from then on, and cost nothing until written again.
+#[allow(unsafe_code)]
+#[inline]
+fn give_back(scratch: &mut [u8], page: usize) {
+    let start = scratch.as_mut_ptr() as usize;
+    let first = start.next_multiple_of(page);
+    let end = (start + scratch.len()) / page * page;
+    if end <= first {
+        return;
+    }
+    // SAFETY: `first..end` holds whole pages inside `scratch`, which this function borrows
+    // mutably, so nothing else reads or writes them meanwhile; they are the allocator's
+    // anonymous private memory (the heap or an anonymous mapping), which MADV_DONTNEED leaves
+    // mapped and valid, reading as zeros, the same as writing zeros to them. The allocator's
+    // own bookkeeping lies outside `scratch`.
+    let _ = unsafe {
+        rustix::mm::madvise(
+            first as *mut std::ffi::c_void,
+            end - first,
+            rustix::mm::Advice::LinuxDontNeed,
+        )
+    };
+}
+
+/// What is shed: every read-only private file mapping that holds no page of its own (code and
+/// read-only data of the executable and its libraries), read from `/proc/self/smaps` a line at
+/// a time (read whole, the file would grow the heap by more than what is shed of it). What is
+/// writable, anonymous, a relocated read-only segment (it holds pages of its own, in memory or
+/// swapped out) or special (`[vdso]`) is left alone.
+fn sheddable() -> io::Result<Vec<Mapping>> {
+    let smaps = std::fs::File::open("/proc/self/smaps")?;
+    let mut all = Mapping::parse_all(io::BufReader::with_capacity(4096, smaps))?;
+    all.retain(Mapping::sheddable);
+    Ok(all)
+}
+
+/// One mapping of `/proc/self/smaps`, with what [`sheddable`] looks at.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Mapping {
+    start: usize,
+    end: usize,
+    perms: [u8; 4],
+    file: bool,
+    rss_kib: u64,
+    anonymous_kib: Option<u64>,
+    swap_kib: Option<u64>,
+}
+
+impl Mapping {
+    fn parse_all(mut smaps: impl io::BufRead) -> io::Result<Vec<Mapping>> {
+        let mut all: Vec<Mapping> = Vec::new();
+        let mut line = String::with_capacity(256);
+        loop {
+            line.clear();
+            if smaps.read_line(&mut line)? == 0 {
+                return Ok(all);
+            }
+            if let Some(mapping) = Mapping::parse_head(&line) {
+                all.push(mapping);
+            } else if let Some(current) = all.last_mut() {
+                let mut fields = line.split_whitespace();
+                let (Some(key), Some(value)) = (fields.next(), fields.next()) else {
+                    continue;
+                };
+                let Ok(kib) = value.parse::<u64>() else {
+                    continue;
+                };
+                match key {
+                    "Rss:" => current.rss_kib = kib,
+                    "Anonymous:" => current.anonymous_kib = Some(kib),
+                    "Swap:" => current.swap_kib = Some(kib),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// A mapping's first line: `start-end perms offset dev inode [path]`.
+    fn parse_head(line: &str) -> Option<Mapping> {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        let perms: [u8; 4] = fields.next()?.as_bytes().try_into().ok()?;
+        let _offset = fields.next()?;
+        let _device = fields.next()?;
+        let inode: u64 = fields.next()?.parse().ok()?;
+        let path = fields.next();
+        Some(Mapping {
+            start,
+            end,
+            perms,
+            file: inode != 0 && path.is_some_and(|p| p.starts_with('/')),
+            ..Mapping::default()
+        })
+    }
+
+    fn sheddable(&self) -> bool {
+        let [read, write, _exec, kind] = self.perms;
+        self.file
+            && read == b'r'
+            && write == b'-'
+            && kind == b'p'
+            // Pages of its own, in memory or swapped out: a shed would lose them.
+            && self.anonymous_kib == Some(0)
+            && self.swap_kib == Some(0)
+            && self.rss_kib > 0
+            && self.end > self.start
+    }
+
+    #[allow(unsafe_code)]
+    #[inline]
+    fn unmap_pages(&self) -> io::Result<()> {
+        // SAFETY: the range is one whole mapping of this process, read-only, private and
+        // holding no anonymous page (`sheddable`), so every page in it is the file's own page
+        // as the page cache holds it. MADV_DONTNEED only drops this process's page-table
+        // entries: the next access faults the same bytes back in from the page cache, so no
+        // value seen through the mapping changes, and nothing is freed that anything points to.
+        unsafe {
+            rustix::mm::madvise(
+                self.start as *mut std::ffi::c_void,
+                self.end - self.start,
+                rustix::mm::Advice::LinuxDontNeed,
+            )
+        }
+        .map_err(io::Error::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const SMAPS: &str = "\
+5600a0000000-5600a00a9000 r--p 00000000 fd:01 1234 /usr/bin/lnk-link-supervise
+Rss:                 320 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+5600a00a9000-5600a029e000 r-xp 000a8000 fd:01 1234 /usr/bin/lnk-link-supervise
+Rss:                1100 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me dw
+5600a029e000-5600a02b3000 r--p 0029c000 fd:01 1234 /usr/bin/lnk-link-supervise
+Rss:                  84 kB
+Anonymous:            84 kB
+Swap:                  0 kB
+5600a02b3000-5600a02b5000 rw-p 002b0000 fd:01 1234 /usr/bin/lnk-link-supervise
+Rss:                   8 kB
+Anonymous:             8 kB
+Swap:                  0 kB
+5600b0000000-5600b0021000 rw-p 00000000 00:00 0 [heap]
+Rss:                  68 kB
+Anonymous:            68 kB
+Swap:                  0 kB
+7f0000170000-7f0000174000 r--p 00150000 fd:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                   4 kB
+Anonymous:             0 kB
+Swap:                 12 kB
+7f0000000000-7f0000156000 r-xp 00026000 fd:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                 664 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+7f0000200000-7f0000201000 r--p 00000000 fd:01 77 /usr/lib/locale/C.utf8/LC_CTYPE (deleted)
+Rss:                   0 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+7f0000300000-7f0000302000 r--s 00000000 00:05 55 /dev/shm/shared
+Rss:                   8 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]
+Rss:                   4 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+";
+
+    #[test]
+    fn sheds_only_read_only_file_pages_that_hold_nothing_of_their_own() {
+        let all = Mapping::parse_all(SMAPS.as_bytes()).unwrap();
+        assert_eq!(all.len(), 10);
+        let shed: Vec<(usize, u64)> = all
+            .iter()
+            .filter(|m| m.sheddable())
+            .map(|m| (m.start, m.rss_kib))
+            .collect();
+        // The executable's read-only data and code, and libc's code: not a relocated
+        // read-only segment (84 kB of its own, or 12 kB swapped out), the writable ones, one
+        // with nothing mapped, a shared mapping or the vDSO.
+        assert_eq!(
+            shed,
+            vec![
+                (0x5600a0000000, 320),
+                (0x5600a00a9000, 1100),
+                (0x7f0000000000, 664)
+            ]
+        );
+    }
+
+    /// The file-backed KiB this process has mapped, from `/proc/self/smaps_rollup`.
+    fn file_backed_kib() -> u64 {
+        let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
+        let field = |name: &str| -> u64 {
+            rollup
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+                .unwrap()
+        };
+        field("Rss:") - field("Anonymous:")
+    }
+
+    #[test]
+    fn a_shed_unmaps_this_processs_code_and_it_still_runs() {
+        // What this test process has mapped of its files (its code among them) goes, and comes
+        // back as it runs: the formatting and reading below work as before.
+        let ranges = sheddable().unwrap();
+        assert!(
+            ranges.iter().any(|m| m.perms[2] == b'x'),
+            "no code mapping to shed: {ranges:?}"
+        );
+        let mapped: u64 = ranges.iter().map(|m| m.rss_kib).sum();
+        let before = file_backed_kib();
+        let page = rustix::param::page_size();
+        let mut fds: [PollFd<'_>; 0] = [];
+        let (polled, unmapped) = unmap_then_poll(
+            &ranges,
+            (&mut [], page),
+            &mut fds,
+            Some(&Timespec::default()),
+        );
+        assert_eq!(polled.unwrap(), 0);
+        unmapped.unwrap();
+        let after = file_backed_kib();
+        assert!(
+            after < before,
+            "{before} KiB file-backed before, {after} KiB after shedding {mapped} KiB"
+        );
+        assert_eq!(format!("{:?}", vec![1, 2, 3]), "[1, 2, 3]");
+    }
+
+    #[test]
+    fn a_given_back_buffer_reads_zeros_in_its_whole_pages_only() {
+        let page = rustix::param::page_size();
+        let mut buf = vec![7u8; 5 * page];
+        // From one byte past a page's start to one byte before another's end: three whole
+        // pages inside, and a part of a page at each end that must keep its bytes.
+        let start = buf.as_ptr() as usize;
+        let skip = start.next_multiple_of(page) - start + 1;
+        let scratch = &mut buf[skip..skip + 3 * page + page - 2];
+        give_back(scratch, page);
+        let first = (scratch.as_ptr() as usize).next_multiple_of(page) - scratch.as_ptr() as usize;
+        let whole = (scratch.len() - first) / page * page;
+        assert!(whole >= 2 * page, "{whole}");
+        assert!(scratch[..first].iter().all(|b| *b == 7));
+        assert!(scratch[first..first + whole].iter().all(|b| *b == 0));
+        assert!(scratch[first + whole..].iter().all(|b| *b == 7));
+        // Still memory of its own: written again, it holds what was written.
+        scratch.fill(9);
+        assert!(scratch.iter().all(|b| *b == 9));
+        assert!(buf[..skip].iter().all(|b| *b == 7));
+    }
+
+    #[test]
+    fn a_shed_waits_for_quiet_after_work() {
+        let mut shed = Shed::default();
+        let now = Instant::now();
+        // Starting: nothing, however much work.
+        shed.worked(now);
+        assert_eq!(shed.state, ShedState::Starting);
+        shed.settled();
+        shed.worked(now);
+        assert_eq!(shed.state, ShedState::Due);
+        let mut fds: [PollFd<'_>; 0] = [];
+        assert_eq!(
+            shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
+            0
+        );
+        assert_eq!(shed.state, ShedState::Done);
+        // Work pushes the next shed a quiet second on; a poll before then wakes at that time.
+        shed.worked(now);
+        assert_eq!(shed.state, ShedState::After(now + QUIET));
+        let later = now + Duration::from_millis(300);
+        shed.worked(later);
+        assert_eq!(shed.state, ShedState::After(later + QUIET));
+        // With no limit of the loop's own, the poll still ends (at that time), and the shed
+        // comes at the sleep after it.
+        assert_eq!(shed.poll(&mut fds, None, &mut []).unwrap(), 0);
+        assert_eq!(shed.state, ShedState::After(later + QUIET));
+        assert_eq!(
+            shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
+            0
+        );
+        assert_eq!(shed.state, ShedState::Done);
+    }
+}
