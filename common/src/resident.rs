@@ -9,30 +9,49 @@
 //! page cache), so the next use maps it back from memory, with no read and no copy. What the
 //! process holds of its own (its heap, its stack, relocated data) stays as it is; only a
 //! scratch buffer the loop names is given back too.
+//!
+//! What it saves is RSS, the pages a process maps, which `ps`, `top` and the OOM killer's
+//! score count; not the machine's memory: the pages unmapped are shared, and stay in the page
+//! cache, so the PSS (each shared page divided among the processes that map it) is what it
+//! was. A shed is done only in a process of one thread (see [`Shed::poll`]).
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, Timespec};
 
-/// How long a loop's wake-ups must have stopped before it sheds again what they touched.
-pub const QUIET: Duration = Duration::from_secs(1);
+/// How long a loop must have been quiet after some work before its first shed after it.
+pub const FIRST_QUIET: Duration = Duration::from_secs(1);
+/// The longest quiet a shed waits for: each shed doubles the next one's, up to this.
+pub const LONGEST_QUIET: Duration = Duration::from_secs(64);
 
 /// When a loop that may sleep for hours sheds the code pages it touched, and its `poll`: once
 /// at its first sleep after its start-up ([`Shed::settled`]), and again after each spell of work
-/// ([`Shed::worked`]) once a second ([`QUIET`]) has passed without any. So a run that prints a
-/// banner and then waits holds no more than one that never printed, and a loop that wakes often
-/// sheds nothing while it does (each shed costs a read of `/proc/self/smaps` and the faults
-/// that map the pages back when the loop wakes).
-#[derive(Debug, Default)]
+/// ([`Shed::worked`]) once the loop has been quiet for a while: a second ([`FIRST_QUIET`]) the
+/// first time, twice as long after each shed, up to a minute ([`LONGEST_QUIET`]). So a run
+/// that prints a banner and then waits holds no more than one that never printed, a loop that
+/// wakes often sheds nothing while it does, and one that wakes every few seconds stops paying
+/// for sheds after a few (each costs about a millisecond: a read of `/proc/self/smaps`, one
+/// wake-up, and the faults that map the pages back at the next).
+#[derive(Debug)]
 pub struct Shed {
     state: ShedState,
+    /// How long a quiet the next shed after work waits for.
+    quiet: Duration,
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+impl Default for Shed {
+    fn default() -> Self {
+        Shed {
+            state: ShedState::Starting,
+            quiet: FIRST_QUIET,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ShedState {
     /// Still starting: nothing is shed.
-    #[default]
     Starting,
     /// Shed at the next sleep.
     Due,
@@ -48,17 +67,27 @@ impl Shed {
         self.state = ShedState::Due;
     }
 
-    /// The loop did some work at `now`: shed once it has been quiet for [`QUIET`].
+    /// The loop did some work at `now`: shed once it has been quiet for the quiet due.
     pub fn worked(&mut self, now: Instant) {
         if matches!(self.state, ShedState::Done | ShedState::After(_)) {
-            self.state = ShedState::After(now + QUIET);
+            self.state = ShedState::After(now + self.quiet);
         }
+    }
+
+    /// A shed is done now: the next one after work waits for twice the quiet.
+    fn shed_done(&mut self) {
+        if self.state != ShedState::Due {
+            self.quiet = (self.quiet * 2).min(LONGEST_QUIET);
+        }
+        self.state = ShedState::Done;
     }
 
     /// `poll(fds)` until the loop's own `wake_at` at the latest (`None`: no limit), or until
     /// a shed falls due. When one is due now, the pages are unmapped just before the `poll`, so
     /// that nothing runs in between that would map them back. A shed that fails does no harm:
-    /// the pages stay mapped. The whole pages of `scratch`, a buffer whose bytes the loop no
+    /// the pages stay mapped. None is done while this process has more than one thread (a
+    /// library preloaded into it may start one): another thread could replace a mapping read
+    /// from `/proc/self/smaps` with memory of its own before the unmapping. The whole pages of `scratch`, a buffer whose bytes the loop no
     /// longer needs, are given back with them (they read as zeros after). Returns what `poll`
     /// returns.
     pub fn poll(
@@ -74,7 +103,7 @@ impl Shed {
             _ => None,
         };
         if ranges.is_some() {
-            self.state = ShedState::Done;
+            self.shed_done();
         }
         let wake_at = match (self.state, wake_at) {
             (ShedState::After(at), Some(own)) => Some(at.min(own)),
@@ -158,11 +187,30 @@ fn give_back(scratch: &mut [u8], page: usize) {
 /// a time (read whole, the file would grow the heap by more than what is shed of it). What is
 /// writable, anonymous, a relocated read-only segment (it holds pages of its own, in memory or
 /// swapped out) or special (`[vdso]`) is left alone.
+///
+/// Only in a process of one thread: looked at first, so that from the read to the unmapping no
+/// other thread exists that could change a mapping (this one starts none in between).
 fn sheddable() -> io::Result<Vec<Mapping>> {
+    let threads = threads()?;
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "{threads} threads: only a process of one thread sheds"
+        )));
+    }
     let smaps = std::fs::File::open("/proc/self/smaps")?;
     let mut all = Mapping::parse_all(io::BufReader::with_capacity(4096, smaps))?;
     all.retain(Mapping::sheddable);
     Ok(all)
+}
+
+/// This process's threads, from `/proc/self/status`.
+fn threads() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|count| count.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no thread count in /proc/self/status"))
 }
 
 /// One mapping of `/proc/self/smaps`, with what [`sheddable`] looks at.
@@ -186,11 +234,16 @@ impl Mapping {
             if smaps.read_line(&mut line)? == 0 {
                 return Ok(all);
             }
-            if let Some(mapping) = Mapping::parse_head(&line) {
-                all.push(mapping);
+            let mut fields = line.split_whitespace();
+            let Some(key) = fields.next() else {
+                continue;
+            };
+            if !key.ends_with(':') {
+                // A mapping's first line. One that cannot be read still starts a mapping, one
+                // never shed, so that the lines after it are not taken for the one before's.
+                all.push(Mapping::parse_head(&line).unwrap_or_default());
             } else if let Some(current) = all.last_mut() {
-                let mut fields = line.split_whitespace();
-                let (Some(key), Some(value)) = (fields.next(), fields.next()) else {
+                let Some(value) = fields.next() else {
                     continue;
                 };
                 let Ok(kib) = value.parse::<u64>() else {
@@ -243,10 +296,14 @@ impl Mapping {
     #[inline]
     fn unmap_pages(&self) -> io::Result<()> {
         // SAFETY: the range is one whole mapping of this process, read-only, private and
-        // holding no anonymous page (`sheddable`), so every page in it is the file's own page
-        // as the page cache holds it. MADV_DONTNEED only drops this process's page-table
-        // entries: the next access faults the same bytes back in from the page cache, so no
-        // value seen through the mapping changes, and nothing is freed that anything points to.
+        // holding no page of its own (`sheddable`), read from `/proc/self/smaps` while this
+        // process had one thread, so nothing of this process has changed it since. Every page
+        // in it is the file's own page as the page cache holds it. MADV_DONTNEED only drops
+        // this process's page-table entries: the next access faults the same bytes back in
+        // from the page cache, so no value seen through the mapping changes, and nothing is
+        // freed that anything points to. (Only another process writing into this one in
+        // between, a debugger setting a breakpoint, would lose its write: the file's bytes
+        // come back.)
         unsafe {
             rustix::mm::madvise(
                 self.start as *mut std::ffi::c_void,
@@ -306,12 +363,16 @@ Swap:                  0 kB
 Rss:                   4 kB
 Anonymous:             0 kB
 Swap:                  0 kB
+7f0000400000-7f0000404000 r--p 00000000 fd:01 ? /usr/lib/odd.so
+Rss:                  16 kB
+Anonymous:            16 kB
+Swap:                  0 kB
 ";
 
     #[test]
     fn sheds_only_read_only_file_pages_that_hold_nothing_of_their_own() {
         let all = Mapping::parse_all(SMAPS.as_bytes()).unwrap();
-        assert_eq!(all.len(), 10);
+        assert_eq!(all.len(), 11);
         let shed: Vec<(usize, u64)> = all
             .iter()
             .filter(|m| m.sheddable())
@@ -319,7 +380,8 @@ Swap:                  0 kB
             .collect();
         // The executable's read-only data and code, and libc's code: not a relocated
         // read-only segment (84 kB of its own, or 12 kB swapped out), the writable ones, one
-        // with nothing mapped, a shared mapping or the vDSO.
+        // with nothing mapped, a shared mapping, the vDSO, or one whose first line cannot be
+        // read (nor do its lines change the vDSO's).
         assert_eq!(
             shed,
             vec![
@@ -330,46 +392,28 @@ Swap:                  0 kB
         );
     }
 
-    /// The file-backed KiB this process has mapped, from `/proc/self/smaps_rollup`.
-    fn file_backed_kib() -> u64 {
-        let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
-        let field = |name: &str| -> u64 {
-            rollup
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-                .unwrap()
-        };
-        field("Rss:") - field("Anonymous:")
-    }
-
     #[test]
-    fn a_shed_unmaps_this_processs_code_and_it_still_runs() {
-        // What this test process has mapped of its files (its code among them) goes, and comes
-        // back as it runs: the formatting and reading below work as before.
-        let ranges = sheddable().unwrap();
+    fn a_process_of_more_than_one_thread_sheds_nothing() {
+        // A second thread for certain, whatever threads the test harness runs.
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || wait.recv());
+        let err = sheddable().unwrap_err();
         assert!(
-            ranges.iter().any(|m| m.perms[2] == b'x'),
-            "no code mapping to shed: {ranges:?}"
+            err.to_string()
+                .contains("threads: only a process of one thread sheds"),
+            "{err}"
         );
-        let mapped: u64 = ranges.iter().map(|m| m.rss_kib).sum();
-        let before = file_backed_kib();
-        let page = rustix::param::page_size();
+        let mut shed = Shed::default();
+        shed.settled();
         let mut fds: [PollFd<'_>; 0] = [];
-        let (polled, unmapped) = unmap_then_poll(
-            &ranges,
-            (&mut [], page),
-            &mut fds,
-            Some(&Timespec::default()),
+        assert_eq!(
+            shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
+            0
         );
-        assert_eq!(polled.unwrap(), 0);
-        unmapped.unwrap();
-        let after = file_backed_kib();
-        assert!(
-            after < before,
-            "{before} KiB file-backed before, {after} KiB after shedding {mapped} KiB"
-        );
-        assert_eq!(format!("{:?}", vec![1, 2, 3]), "[1, 2, 3]");
+        // Refused, it counts as done: the loop does not try again at each sleep.
+        assert_eq!(shed.state, ShedState::Done);
+        drop(done);
+        let _ = other.join();
     }
 
     #[test]
@@ -395,7 +439,7 @@ Swap:                  0 kB
     }
 
     #[test]
-    fn a_shed_waits_for_quiet_after_work() {
+    fn a_shed_waits_for_quiet_after_work_and_each_doubles_the_next_wait() {
         let mut shed = Shed::default();
         let now = Instant::now();
         // Starting: nothing, however much work.
@@ -410,20 +454,35 @@ Swap:                  0 kB
             0
         );
         assert_eq!(shed.state, ShedState::Done);
-        // Work pushes the next shed a quiet second on; a poll before then wakes at that time.
+        // Work pushes the next shed a quiet second on; the settled shed did not lengthen it.
         shed.worked(now);
-        assert_eq!(shed.state, ShedState::After(now + QUIET));
+        assert_eq!(shed.state, ShedState::After(now + FIRST_QUIET));
         let later = now + Duration::from_millis(300);
         shed.worked(later);
-        assert_eq!(shed.state, ShedState::After(later + QUIET));
-        // With no limit of the loop's own, the poll still ends (at that time), and the shed
-        // comes at the sleep after it.
+        assert_eq!(shed.state, ShedState::After(later + FIRST_QUIET));
+        // With no limit of the loop's own, the poll still ends, at that time; the shed comes
+        // at the sleep after it.
         assert_eq!(shed.poll(&mut fds, None, &mut []).unwrap(), 0);
-        assert_eq!(shed.state, ShedState::After(later + QUIET));
+        assert_eq!(shed.state, ShedState::After(later + FIRST_QUIET));
         assert_eq!(
             shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
             0
         );
         assert_eq!(shed.state, ShedState::Done);
+        // Each shed after work doubles the quiet the next waits for, up to a minute.
+        let mut quiet = FIRST_QUIET;
+        for _ in 0..10 {
+            quiet = (quiet * 2).min(LONGEST_QUIET);
+            let now = Instant::now();
+            shed.worked(now);
+            assert_eq!(shed.state, ShedState::After(now + quiet));
+            shed.state = ShedState::After(Instant::now());
+            assert_eq!(
+                shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
+                0
+            );
+            assert_eq!(shed.state, ShedState::Done);
+        }
+        assert_eq!(quiet, LONGEST_QUIET);
     }
 }
