@@ -87,14 +87,14 @@ impl Shed {
     /// that nothing runs in between that would map them back. A shed that fails does no harm:
     /// the pages stay mapped. None is done while this process has more than one thread (a
     /// library preloaded into it may start one): another thread could replace a mapping read
-    /// from `/proc/self/smaps` with memory of its own before the unmapping. The whole pages of `scratch`, a buffer whose bytes the loop no
-    /// longer needs, are given back with them (they read as zeros after). Returns what `poll`
-    /// returns.
+    /// from `/proc/self/smaps` with memory of its own before the unmapping. `scratch`, a
+    /// buffer whose bytes the loop no longer needs, is given back with them (it reads as zeros
+    /// after). Returns what `poll` returns.
     pub fn poll(
         &mut self,
         fds: &mut [PollFd<'_>],
         wake_at: Option<Instant>,
-        scratch: &mut [u8],
+        scratch: Option<&mut Scratch>,
     ) -> rustix::io::Result<usize> {
         let now = Instant::now();
         let ranges = match self.state {
@@ -122,10 +122,7 @@ impl Shed {
                 return rustix::event::poll(fds, timeout.as_ref());
             }
         };
-        // Looked up before: the first look reads the auxiliary vector, through code that would
-        // be mapped back.
-        let page = rustix::param::page_size();
-        let (polled, unmapped) = unmap_then_poll(&ranges, (scratch, page), fds, timeout.as_ref());
+        let (polled, unmapped) = unmap_then_poll(&ranges, scratch, fds, timeout.as_ref());
         match unmapped {
             Ok(()) => tracing::debug!(
                 kib = ranges.iter().map(|range| range.rss_kib).sum::<u64>(),
@@ -143,7 +140,7 @@ impl Shed {
 #[inline(never)]
 fn unmap_then_poll(
     ranges: &[Mapping],
-    (scratch, page): (&mut [u8], usize),
+    scratch: Option<&mut Scratch>,
     fds: &mut [PollFd<'_>],
     timeout: Option<&Timespec>,
 ) -> (rustix::io::Result<usize>, io::Result<()>) {
@@ -153,33 +150,75 @@ fn unmap_then_poll(
             unmapped = Err(err);
         }
     }
-    give_back(scratch, page);
+    if let Some(scratch) = scratch {
+        scratch.give_back();
+    }
     (rustix::event::poll(fds, timeout), unmapped)
 }
 
-/// Gives the whole pages (of `page` bytes) of `scratch` back to the kernel: they read as zeros
-/// from then on, and cost nothing until written again.
-#[allow(unsafe_code)]
-#[inline]
-fn give_back(scratch: &mut [u8], page: usize) {
-    let start = scratch.as_mut_ptr() as usize;
-    let first = start.next_multiple_of(page);
-    let end = (start + scratch.len()) / page * page;
-    if end <= first {
-        return;
+/// A buffer of pages of its own, an anonymous private mapping, which a shed gives back to the
+/// kernel: it reads as zeros then, and costs nothing until written again. (Memory from the
+/// allocator could not be given back so: a page of it may hold other allocations, and its
+/// pages may be of any kind.)
+#[derive(Debug)]
+pub struct Scratch {
+    start: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl Scratch {
+    /// A buffer of `len` bytes (at least one), all zeros, that costs nothing until written.
+    #[allow(unsafe_code)]
+    pub fn new(len: usize) -> io::Result<Scratch> {
+        let len = len.max(1);
+        // SAFETY: a new mapping where the kernel chooses: it replaces nothing of this process.
+        let start = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE,
+            )
+        }?;
+        let start = std::ptr::NonNull::new(start.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap gave a null address"))?;
+        Ok(Scratch { start, len })
     }
-    // SAFETY: `first..end` holds whole pages inside `scratch`, which this function borrows
-    // mutably, so nothing else reads or writes them meanwhile; they are the allocator's
-    // anonymous private memory (the heap or an anonymous mapping), which MADV_DONTNEED leaves
-    // mapped and valid, reading as zeros, the same as writing zeros to them. The allocator's
-    // own bookkeeping lies outside `scratch`.
-    let _ = unsafe {
-        rustix::mm::madvise(
-            first as *mut std::ffi::c_void,
-            end - first,
-            rustix::mm::Advice::LinuxDontNeed,
-        )
-    };
+
+    /// Its bytes.
+    #[allow(unsafe_code)]
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `start..start + len` is this buffer's own mapping, readable and writable,
+        // mapped until `drop`; the slice borrows `self` mutably, so nothing else reads or
+        // writes the mapping while it lives.
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.len) }
+    }
+
+    /// Gives its pages back: they read as zeros from then on.
+    #[allow(unsafe_code)]
+    #[inline]
+    fn give_back(&mut self) {
+        // SAFETY: the range is this buffer's own anonymous private mapping, whole (the kernel
+        // mapped it from a page's start), and no slice of it is borrowed (this takes `self`
+        // mutably). MADV_DONTNEED leaves it mapped and valid, reading as zeros: the same as
+        // writing zeros to it.
+        let _ = unsafe {
+            rustix::mm::madvise(
+                self.start.as_ptr().cast(),
+                self.len,
+                rustix::mm::Advice::LinuxDontNeed,
+            )
+        };
+    }
+}
+
+impl Drop for Scratch {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: the buffer's own mapping, unmapped once, here; no slice of it outlives the
+        // buffer (each borrows it).
+        let _ = unsafe { rustix::mm::munmap(self.start.as_ptr().cast(), self.len) };
+    }
 }
 
 /// What is shed: every read-only private file mapping that holds no page of its own (code and
@@ -406,10 +445,7 @@ Swap:                  0 kB
         let mut shed = Shed::default();
         shed.settled();
         let mut fds: [PollFd<'_>; 0] = [];
-        assert_eq!(
-            shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
-            0
-        );
+        assert_eq!(shed.poll(&mut fds, Some(Instant::now()), None).unwrap(), 0);
         // Refused, it counts as done: the loop does not try again at each sleep.
         assert_eq!(shed.state, ShedState::Done);
         drop(done);
@@ -417,25 +453,16 @@ Swap:                  0 kB
     }
 
     #[test]
-    fn a_given_back_buffer_reads_zeros_in_its_whole_pages_only() {
-        let page = rustix::param::page_size();
-        let mut buf = vec![7u8; 5 * page];
-        // From one byte past a page's start to one byte before another's end: three whole
-        // pages inside, and a part of a page at each end that must keep its bytes.
-        let start = buf.as_ptr() as usize;
-        let skip = start.next_multiple_of(page) - start + 1;
-        let scratch = &mut buf[skip..skip + 3 * page + page - 2];
-        give_back(scratch, page);
-        let first = (scratch.as_ptr() as usize).next_multiple_of(page) - scratch.as_ptr() as usize;
-        let whole = (scratch.len() - first) / page * page;
-        assert!(whole >= 2 * page, "{whole}");
-        assert!(scratch[..first].iter().all(|b| *b == 7));
-        assert!(scratch[first..first + whole].iter().all(|b| *b == 0));
-        assert!(scratch[first + whole..].iter().all(|b| *b == 7));
+    fn a_given_back_scratch_reads_zeros_and_holds_what_is_written_after() {
+        let mut scratch = Scratch::new(3 * 4096 + 100).unwrap();
+        assert_eq!(scratch.bytes().len(), 3 * 4096 + 100);
+        assert!(scratch.bytes().iter().all(|b| *b == 0));
+        scratch.bytes().fill(7);
+        scratch.give_back();
+        assert!(scratch.bytes().iter().all(|b| *b == 0));
         // Still memory of its own: written again, it holds what was written.
-        scratch.fill(9);
-        assert!(scratch.iter().all(|b| *b == 9));
-        assert!(buf[..skip].iter().all(|b| *b == 7));
+        scratch.bytes().fill(9);
+        assert!(scratch.bytes().iter().all(|b| *b == 9));
     }
 
     #[test]
@@ -449,10 +476,7 @@ Swap:                  0 kB
         shed.worked(now);
         assert_eq!(shed.state, ShedState::Due);
         let mut fds: [PollFd<'_>; 0] = [];
-        assert_eq!(
-            shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
-            0
-        );
+        assert_eq!(shed.poll(&mut fds, Some(Instant::now()), None).unwrap(), 0);
         assert_eq!(shed.state, ShedState::Done);
         // Work pushes the next shed a quiet second on; the settled shed did not lengthen it.
         shed.worked(now);
@@ -462,12 +486,9 @@ Swap:                  0 kB
         assert_eq!(shed.state, ShedState::After(later + FIRST_QUIET));
         // With no limit of the loop's own, the poll still ends, at that time; the shed comes
         // at the sleep after it.
-        assert_eq!(shed.poll(&mut fds, None, &mut []).unwrap(), 0);
+        assert_eq!(shed.poll(&mut fds, None, None).unwrap(), 0);
         assert_eq!(shed.state, ShedState::After(later + FIRST_QUIET));
-        assert_eq!(
-            shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
-            0
-        );
+        assert_eq!(shed.poll(&mut fds, Some(Instant::now()), None).unwrap(), 0);
         assert_eq!(shed.state, ShedState::Done);
         // Each shed after work doubles the quiet the next waits for, up to a minute.
         let mut quiet = FIRST_QUIET;
@@ -477,10 +498,7 @@ Swap:                  0 kB
             shed.worked(now);
             assert_eq!(shed.state, ShedState::After(now + quiet));
             shed.state = ShedState::After(Instant::now());
-            assert_eq!(
-                shed.poll(&mut fds, Some(Instant::now()), &mut []).unwrap(),
-                0
-            );
+            assert_eq!(shed.poll(&mut fds, Some(Instant::now()), None).unwrap(), 0);
             assert_eq!(shed.state, ShedState::Done);
         }
         assert_eq!(quiet, LONGEST_QUIET);

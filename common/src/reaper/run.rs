@@ -619,7 +619,7 @@ impl Reaper<'_> {
             fds.push(PollFd::new(pipe, PollFlags::IN));
         }
         let polled = match shed {
-            Some(shed) => shed.poll(&mut fds, wake_at, &mut []),
+            Some(shed) => shed.poll(&mut fds, wake_at, None),
             None => {
                 let timeout = wake_at.and_then(|at| {
                     Timespec::try_from(at.saturating_duration_since(Instant::now())).ok()

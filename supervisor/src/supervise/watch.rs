@@ -11,13 +11,13 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use lnk_common::layout::StateDir;
 use lnk_common::proc_info::ProcessId;
 use lnk_common::reaper::hold::{self, Step};
 use lnk_common::reaper::{Event, RUN_STOP_GRACE};
 use lnk_common::record::{Record, SandboxGroup};
-use lnk_common::resident::Shed;
+use lnk_common::resident::{Scratch, Shed};
 use lnk_common::status::Exit;
 use lnk_common::stop::Listener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -75,7 +75,8 @@ impl Run<'_> {
     /// copies what the run writes meanwhile; then reads what is left in the pipe.
     pub fn watch(mut self) -> Result<Watched> {
         let mut pipe = self.pipe.take();
-        let mut buf = vec![0u8; READ_CHUNK];
+        // Pages of its own, given back when the supervisor sheds.
+        let mut buf = Scratch::new(READ_CHUNK).context("making the output's read buffer")?;
         let mut seen = Watched {
             ending: Ending::ByItself,
             exit: None,
@@ -142,7 +143,7 @@ impl Run<'_> {
             }
             // While the run is alive and no stop is under way, the sleep may be a long one.
             let polled = match (stop_sent, seen.exit) {
-                (None, None) => shed.poll(&mut fds, wake_at, &mut buf),
+                (None, None) => shed.poll(&mut fds, wake_at, Some(&mut buf)),
                 _ => {
                     let timeout = wake_at.and_then(|at| {
                         Timespec::try_from(at.saturating_duration_since(Instant::now())).ok()
@@ -163,7 +164,7 @@ impl Run<'_> {
                 stop_maybe = true;
             }
             if ready.get(3).copied().unwrap_or(false) {
-                self.read_once(&mut pipe, &mut buf)?;
+                self.read_once(&mut pipe, buf.bytes())?;
             }
             if ready[2] {
                 for event in self.gate.reports.read()? {
@@ -174,7 +175,7 @@ impl Run<'_> {
                 }
             }
         }
-        self.read_rest(&mut pipe, &mut buf)?;
+        self.read_rest(&mut pipe, buf.bytes())?;
         Ok(seen)
     }
 
