@@ -13,7 +13,8 @@
 //! What it saves is RSS, the pages a process maps, which `ps`, `top` and the OOM killer's
 //! score count; not the machine's memory: the pages unmapped are shared, and stay in the page
 //! cache, so the PSS (each shared page divided among the processes that map it) is what it
-//! was. A shed is done only in a process of one thread (see [`Shed::poll`]).
+//! was. A shed is done only in a process of one thread and of its own code (see
+//! [`Shed::poll`]).
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -85,9 +86,10 @@ impl Shed {
     /// `poll(fds)` until the loop's own `wake_at` at the latest (`None`: no limit), or until
     /// a shed falls due. When one is due now, the pages are unmapped just before the `poll`, so
     /// that nothing runs in between that would map them back. A shed that fails does no harm:
-    /// the pages stay mapped. None is done while this process has more than one thread (a
-    /// library preloaded into it may start one): another thread could replace a mapping read
-    /// from `/proc/self/smaps` with memory of its own before the unmapping. `scratch`, a
+    /// the pages stay mapped. None is done while this process has more than one thread, nor in
+    /// one into which a library was preloaded (`LD_PRELOAD`, `LD_AUDIT`, `/etc/ld.so.preload`):
+    /// another thread, or a preloaded library's task or signal handler, could replace a mapping
+    /// read from `/proc/self/smaps` with memory of its own before the unmapping. `scratch`, a
     /// buffer whose bytes the loop no longer needs, is given back with them (it reads as zeros
     /// after). Returns what `poll` returns.
     pub fn poll(
@@ -227,9 +229,16 @@ impl Drop for Scratch {
 /// writable, anonymous, a relocated read-only segment (it holds pages of its own, in memory or
 /// swapped out) or special (`[vdso]`) is left alone.
 ///
-/// Only in a process of one thread: looked at first, so that from the read to the unmapping no
-/// other thread exists that could change a mapping (this one starts none in between).
+/// Only in a process of one thread into which no library was preloaded: looked at first, so
+/// that from the read to the unmapping nothing else could change a mapping. This thread starts
+/// nothing in between and has no signal handler; a preloaded library's code could (a task
+/// sharing this memory without being a thread, a handler), so none is trusted.
 fn sheddable() -> io::Result<Vec<Mapping>> {
+    if let Some(how) = preloaded() {
+        return Err(io::Error::other(format!(
+            "a library is preloaded ({how}): only a process of its own code sheds"
+        )));
+    }
     let threads = threads()?;
     if threads != 1 {
         return Err(io::Error::other(format!(
@@ -240,6 +249,19 @@ fn sheddable() -> io::Result<Vec<Mapping>> {
     let mut all = Mapping::parse_all(io::BufReader::with_capacity(4096, smaps))?;
     all.retain(Mapping::sheddable);
     Ok(all)
+}
+
+/// How a library was preloaded into this process, if one was: `LD_PRELOAD` or `LD_AUDIT` in
+/// its environment, or a `/etc/ld.so.preload` that names any.
+fn preloaded() -> Option<&'static str> {
+    for name in ["LD_PRELOAD", "LD_AUDIT"] {
+        if std::env::var_os(name).is_some_and(|value| !value.is_empty()) {
+            return Some(name);
+        }
+    }
+    let listed = std::fs::read_to_string("/etc/ld.so.preload")
+        .is_ok_and(|text| text.split_whitespace().next().is_some());
+    listed.then_some("/etc/ld.so.preload")
 }
 
 /// This process's threads, from `/proc/self/status`.
@@ -336,7 +358,8 @@ impl Mapping {
     fn unmap_pages(&self) -> io::Result<()> {
         // SAFETY: the range is one whole mapping of this process, read-only, private and
         // holding no page of its own (`sheddable`), read from `/proc/self/smaps` while this
-        // process had one thread, so nothing of this process has changed it since. Every page
+        // process had one thread, no signal handler and no preloaded library, so nothing of
+        // this process has changed it since. Every page
         // in it is the file's own page as the page cache holds it. MADV_DONTNEED only drops
         // this process's page-table entries: the next access faults the same bytes back in
         // from the page cache, so no value seen through the mapping changes, and nothing is

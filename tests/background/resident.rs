@@ -1,8 +1,9 @@
 //! What an idle run costs in memory (issue 9): once the run has settled, its supervisor and
 //! its gate give back the pages of code their start touched, so each holds little more than
 //! its own memory while it sleeps; a run that printed and went quiet gives them back a second
-//! after, its read buffer too, with one wake-up and no more; and a run woken after that still
-//! keeps its output whole and stops as asked.
+//! after, its read buffer too, with one wake-up and no more; a run woken after that still
+//! keeps its output whole and stops as asked; and a supervisor into which a library was
+//! preloaded sheds nothing (the library's code could change its mappings unseen).
 use std::time::Duration;
 
 use serde_json::json;
@@ -16,6 +17,7 @@ use crate::serve::ANSWER;
 both_sandboxes!(
     an_idle_supervisor_and_gate_give_back_their_code_pages,
     a_run_that_printed_then_went_quiet_gives_them_back_once,
+    a_supervisor_with_a_preloaded_library_sheds_nothing,
 );
 
 /// Far above what a settled supervisor or gate keeps mapped of files (under 200 KiB here),
@@ -133,4 +135,53 @@ fn tail(text: &str) -> &str {
         from += 1;
     }
     &text[from..]
+}
+
+/// The path of this test process's libc, as mapped: a library every Link Run binary loads, so
+/// preloading it changes nothing but the environment.
+fn libc_path() -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_else(|err| panic!("reading /proc/self/maps: {err}"));
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.contains("/libc.so") || path.contains("/libc-"))
+        .unwrap_or_else(|| panic!("no libc mapped in {maps}"))
+        .to_owned()
+}
+
+fn a_supervisor_with_a_preloaded_library_sheds_nothing(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg
+        .serve(&Flags::default())
+        .env("LD_PRELOAD", libc_path())
+        .env("RUST_LOG", "lnk_common::resident=debug")
+        .start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("linger", &mark, 120));
+    wait_for_role(&mark, "linger", ANSWER);
+    bg.wait_record(&id, ANSWER, |r| r["sandbox"]["pgid"].is_i64());
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let log = bg.state.join(format!("{id}.log"));
+    let said = poll(ANSWER, || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("a library is preloaded"))
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        said,
+        "the supervisor's log does not say why it shed nothing: {text}"
+    );
+    assert!(
+        !text.contains("unmapped the code pages"),
+        "a supervisor with a preloaded library shed its pages: {text}"
+    );
+    assert!(
+        file_backed_kib(supervisor.pid) >= SETTLED_FILE_KIB,
+        "the supervisor maps only {} KiB of files",
+        file_backed_kib(supervisor.pid)
+    );
+    // Its gate's environment is cleared: the preload never reaches it, and it sheds.
+    let (_, gate) = bg.group(&id);
+    wait_settled(gate, "gate");
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, ANSWER);
 }
