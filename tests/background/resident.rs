@@ -84,11 +84,16 @@ fn a_run_that_printed_then_went_quiet_gives_them_back_once(sandbox: Sandbox) {
     let go_on = bg.setup.files.join("go-on");
     // 20,000 lines at once, then quiet until the test says so, then one line more, then
     // lingering.
+    // The marker is the shell's own argument (`$1`), so that a failed test's guard finds the
+    // shell too, and not only what it execs.
     let script = format!(
         "seq 1 20000; echo printed; while [ ! -e go-on ]; do sleep 0.1; done; \
-         echo again; exec '{PROCS}' linger '{mark}' 120"
+         echo again; exec '{PROCS}' linger \"$1\" 120"
     );
-    let id = start(&mut serve, json!({"program": "sh", "args": ["-c", script]}));
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", script, "sh", mark]}),
+    );
     let output = bg.output_path(&id);
     let printed = poll(ANSWER, || {
         std::fs::read_to_string(&output).is_ok_and(|text| text.ends_with("printed\n"))
