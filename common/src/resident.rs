@@ -22,14 +22,14 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, Timespec};
 
 /// How long a loop must have been quiet after some work before its first shed after it.
-pub const FIRST_QUIET: Duration = Duration::from_secs(1);
+const FIRST_QUIET: Duration = Duration::from_secs(1);
 /// The longest quiet a shed waits for: each shed doubles the next one's, up to this.
-pub const LONGEST_QUIET: Duration = Duration::from_secs(64);
+const LONGEST_QUIET: Duration = Duration::from_secs(64);
 
 /// When a loop that may sleep for hours sheds the code pages it touched, and its `poll`: once
 /// at its first sleep after its start-up ([`Shed::settled`]), and again after each spell of work
-/// ([`Shed::worked`]) once the loop has been quiet for a while: a second ([`FIRST_QUIET`]) the
-/// first time, twice as long after each shed, up to a minute ([`LONGEST_QUIET`]). So a run
+/// (each `poll` that something ended) once the loop has been quiet for a while: a second the
+/// first time, twice as long after each shed, up to a minute. So a run
 /// that prints a banner and then waits holds no more than one that never printed, a loop that
 /// wakes often sheds nothing while it does, and one that wakes every few seconds stops paying
 /// for sheds after a few (each costs about a millisecond: a read of `/proc/self/smaps`, one
@@ -69,7 +69,7 @@ impl Shed {
     }
 
     /// The loop did some work at `now`: shed once it has been quiet for the quiet due.
-    pub fn worked(&mut self, now: Instant) {
+    fn worked(&mut self, now: Instant) {
         if matches!(self.state, ShedState::Done | ShedState::After(_)) {
             self.state = ShedState::After(now + self.quiet);
         }
@@ -84,13 +84,14 @@ impl Shed {
     }
 
     /// `poll(fds)` until the loop's own `wake_at` at the latest (`None`: no limit), or until
-    /// a shed falls due. When one is due now, the pages are unmapped just before the `poll`, so
-    /// that nothing runs in between that would map them back. A shed that fails does no harm:
-    /// the pages stay mapped. None is done while this process has more than one thread, nor in
-    /// one into which a library was preloaded (`LD_PRELOAD`, `LD_AUDIT`, `/etc/ld.so.preload`):
-    /// another thread, or a preloaded library's task or signal handler, could replace a mapping
-    /// read from `/proc/self/smaps` with memory of its own before the unmapping. `scratch`, a
-    /// buffer whose bytes the loop no longer needs, is given back with them (it reads as zeros
+    /// a shed falls due; a `poll` that something ended counts as work. When a shed is due
+    /// now, the pages are unmapped just before the `poll`, so that nothing runs in between
+    /// that would map them back. A shed that fails does no harm: the pages stay mapped. None
+    /// is done while this process has more than one thread, nor in one into which a library
+    /// was preloaded (`LD_PRELOAD`, `LD_AUDIT`, `/etc/ld.so.preload`): another thread, or a
+    /// preloaded library's task or signal handler, could replace a mapping read from
+    /// `/proc/self/smaps` with memory of its own before the unmapping. `scratch`, a buffer
+    /// whose bytes the loop no longer needs, is given back with them (it reads as zeros
     /// after). Returns what `poll` returns.
     pub fn poll(
         &mut self,
@@ -98,32 +99,38 @@ impl Shed {
         wake_at: Option<Instant>,
         scratch: Option<&mut Scratch>,
     ) -> rustix::io::Result<usize> {
-        let now = Instant::now();
-        let ranges = match self.state {
-            ShedState::Due => Some(sheddable()),
-            ShedState::After(at) if now >= at => Some(sheddable()),
-            _ => None,
-        };
-        if ranges.is_some() {
-            self.shed_done();
+        let polled = self.shed_then_poll(fds, wake_at, scratch);
+        if matches!(polled, Ok(n) if n > 0) {
+            self.worked(Instant::now());
         }
-        let wake_at = match (self.state, wake_at) {
-            (ShedState::After(at), Some(own)) => Some(at.min(own)),
-            (ShedState::After(at), None) => Some(at),
-            (_, own) => own,
-        };
-        let timeout =
-            wake_at.and_then(|at| Timespec::try_from(at.saturating_duration_since(now)).ok());
-        let Some(ranges) = ranges else {
-            return rustix::event::poll(fds, timeout.as_ref());
-        };
-        let ranges = match ranges {
+        polled
+    }
+
+    fn shed_then_poll(
+        &mut self,
+        fds: &mut [PollFd<'_>],
+        wake_at: Option<Instant>,
+        scratch: Option<&mut Scratch>,
+    ) -> rustix::io::Result<usize> {
+        let now = Instant::now();
+        match self.state {
+            ShedState::Due => {}
+            ShedState::After(at) if now >= at => {}
+            // Not yet: the loop wakes when it is time, if it sleeps that long.
+            ShedState::After(at) => {
+                return poll_until(fds, Some(wake_at.map_or(at, |own| own.min(at))));
+            }
+            ShedState::Starting | ShedState::Done => return poll_until(fds, wake_at),
+        }
+        self.shed_done();
+        let ranges = match sheddable() {
             Ok(ranges) => ranges,
             Err(err) => {
                 tracing::debug!(%err, "the code pages the last work touched stay mapped");
-                return rustix::event::poll(fds, timeout.as_ref());
+                return poll_until(fds, wake_at);
             }
         };
+        let timeout = timeout_until(wake_at);
         let (polled, unmapped) = unmap_then_poll(&ranges, scratch, fds, timeout.as_ref());
         match unmapped {
             Ok(()) => tracing::debug!(
@@ -134,6 +141,16 @@ impl Shed {
         }
         polled
     }
+}
+
+/// `poll(fds)` until `wake_at` at the latest (`None`: no limit).
+pub fn poll_until(fds: &mut [PollFd<'_>], wake_at: Option<Instant>) -> rustix::io::Result<usize> {
+    rustix::event::poll(fds, timeout_until(wake_at).as_ref())
+}
+
+/// The time from now until `wake_at`, as `poll` takes it (none past what it can hold).
+fn timeout_until(wake_at: Option<Instant>) -> Option<Timespec> {
+    wake_at.and_then(|at| Timespec::try_from(at.saturating_duration_since(Instant::now())).ok())
 }
 
 /// Unmaps `ranges` and gives back `scratch`'s pages, then polls: one function with no call in
@@ -275,7 +292,7 @@ fn threads() -> io::Result<u64> {
 }
 
 /// One mapping of `/proc/self/smaps`, with what [`sheddable`] looks at.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 struct Mapping {
     start: usize,
     end: usize,

@@ -16,8 +16,8 @@ use crate::containment::{
 };
 use crate::procs::{alive, wait_dead, wait_for_role, wait_gone, with_marker};
 use crate::runs::{
-    Bg, Flags, link_supervise, listed, procs_args, signal, start, stop, stopped_run, wait_ended,
-    wait_supervisor,
+    Bg, Flags, link_supervise, listed, procs_args, signal, sleeps, start, stop, stopped_run,
+    wait_ended, wait_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes, path_str};
 use crate::serve::ANSWER;
@@ -233,16 +233,6 @@ fn a_stop_lets_the_program_clean_up_and_still_kills_the_deaf(sandbox: Sandbox) {
     wait_gone(&mark, GONE);
 }
 
-/// `voluntary_ctxt_switches` of a process.
-fn wake_ups(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches for {pid}"))
-}
-
 fn an_idle_supervisor_and_gate_do_not_wake_up(sandbox: Sandbox) {
     let bg = Bg::new(sandbox);
     let mut serve = bg.serve(&Flags::default()).start();
@@ -254,9 +244,9 @@ fn an_idle_supervisor_and_gate_do_not_wake_up(sandbox: Sandbox) {
     let (_, gate) = bg.group(&id);
     // Settled: whatever the start did is over once the record names the sandbox's group.
     std::thread::sleep(Duration::from_millis(300));
-    let before = (wake_ups(supervisor.pid), wake_ups(gate));
+    let before = (sleeps(supervisor.pid), sleeps(gate));
     std::thread::sleep(Duration::from_secs(3));
-    let after = (wake_ups(supervisor.pid), wake_ups(gate));
+    let after = (sleeps(supervisor.pid), sleeps(gate));
     assert_eq!(
         before, after,
         "the supervisor and the gate woke up (voluntary context switches) while idle"

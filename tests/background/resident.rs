@@ -10,7 +10,9 @@ use serde_json::json;
 
 use crate::containment::PROCS;
 use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{Bg, Flags, poll, procs_args, start, stop, stopped_run, wait_supervisor};
+use crate::runs::{
+    Bg, Flags, poll, proc_field, procs_args, sleeps, start, stop, stopped_run, wait_supervisor,
+};
 use crate::sandbox::{Sandbox, both_sandboxes};
 use crate::serve::ANSWER;
 
@@ -26,13 +28,9 @@ const SETTLED_FILE_KIB: u64 = 1024;
 
 /// A field of `/proc/<pid>/smaps_rollup`, in KiB.
 fn rollup_kib(pid: i32, name: &str) -> u64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .unwrap_or_else(|err| panic!("reading the memory of pid {pid}: {err}"));
-    rollup
-        .lines()
-        .find_map(|line| line.strip_prefix(name))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} for pid {pid} in {rollup}"))
+    proc_field(pid, "smaps_rollup", name)
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in the smaps_rollup of pid {pid}"))
 }
 
 /// What `pid` has mapped of files (its code and its libraries'), in KiB.
@@ -48,16 +46,6 @@ fn wait_settled(pid: i32, what: &str) {
         "the {what} (pid {pid}) still maps {} KiB of files {ANSWER:?} after its run settled",
         file_backed_kib(pid)
     );
-}
-
-/// `voluntary_ctxt_switches` of a process: how often it went to sleep.
-fn sleeps(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches for {pid}"))
 }
 
 fn an_idle_supervisor_and_gate_give_back_their_code_pages(sandbox: Sandbox) {

@@ -566,3 +566,18 @@ pub fn pattern(unit: &[u8], from: u64, len: usize) -> String {
         })
         .collect()
 }
+
+/// A field of `/proc/<pid>/<file>` (`status`, `smaps_rollup`), its value trimmed.
+pub fn proc_field(pid: i32, file: &str, name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_owned()))
+}
+
+/// `voluntary_ctxt_switches` of a process: how often it went to sleep.
+pub fn sleeps(pid: i32) -> u64 {
+    proc_field(pid, "status", "voluntary_ctxt_switches:")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches for {pid}"))
+}

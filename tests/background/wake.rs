@@ -6,30 +6,15 @@ use rustix::process::Signal;
 
 use crate::procs::{wait_for_role, wait_gone};
 use crate::runs::{
-    Bg, Flags, poll, procs_args, signal, start, stop, stopped_run, wait_no_supervisor,
-    wait_supervisor,
+    Bg, Flags, poll, proc_field, procs_args, signal, sleeps, start, stop, stopped_run,
+    wait_no_supervisor, wait_supervisor,
 };
 use crate::sandbox::Sandbox;
 use crate::serve::ANSWER;
 
-/// `voluntary_ctxt_switches` of a process: how often it went to sleep.
-fn sleeps(pid: i32) -> u64 {
-    status_field(pid, "voluntary_ctxt_switches:")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches for {pid}"))
-}
-
-/// A field of `/proc/<pid>/status`, trimmed.
-fn status_field(pid: i32, name: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_owned()))
-}
-
 /// Whether signal `signo` is in a `/proc/<pid>/status` mask (`SigBlk` and the like, hex).
 fn in_mask(pid: i32, field: &str, signo: u32) -> bool {
-    let mask = status_field(pid, field).unwrap_or_else(|| panic!("no {field} for {pid}"));
+    let mask = proc_field(pid, "status", field).unwrap_or_else(|| panic!("no {field} for {pid}"));
     let mask = u64::from_str_radix(&mask, 16).unwrap_or_else(|e| panic!("{field} {mask}: {e}"));
     mask & (1u64 << (signo - 1)) != 0
 }

@@ -10,12 +10,12 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::procs::alive;
-use crate::runs::{Bg, Flags, PROCS, link_supervise, wait_no_supervisor};
+use crate::runs::{Bg, Flags, PROCS, link_supervise, start, wait_no_supervisor};
 use crate::sandbox::{Sandbox, path_str};
-use crate::serve::{ANSWER, ServeBuilder};
+use crate::serve::{ANSWER, Serve, ServeBuilder};
 use crate::wayin::{AGENT, Answer, WayIn, keygen};
 
 /// How long a `sweep`, `stop` or `remove` may take here (they wait at most 15 s for a lock).
@@ -75,6 +75,14 @@ impl Tell {
         let out = supervise_cli(&["sweep", &path_str(self.state())], CLI);
         assert!(out.status.success(), "sweep failed: {}", out.stderr);
         out.stderr
+    }
+
+    /// Starts `sh -c <script>` through `serve` and waits until it has ended on disk
+    /// ([`Tell::wait_done`]): its id and its record (a real ended run, to plant copies of).
+    pub fn ended_run(&self, serve: &mut Serve, script: &str) -> (String, Value) {
+        let id = start(serve, json!({"program": "sh", "args": ["-c", script]}));
+        let record = self.wait_done(&id);
+        (id, record)
     }
 
     /// Waits until the run `id` has ended on disk and its supervisor is gone (so its end was

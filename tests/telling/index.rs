@@ -132,11 +132,7 @@ fn a_sweep_looks_only_at_what_is_due() {
     const KEPT: usize = 500;
     let t = Tell::new(Sandbox::Passthrough);
     let mut serve = t.bg.serve(&Flags::default()).start();
-    let real = start(
-        &mut serve,
-        json!({"program": "sh", "args": ["-c", "echo real"]}),
-    );
-    let template = t.wait_done(&real);
+    let (real, template) = t.ended_run(&mut serve, "echo real");
     for id in plant_ended(&t, &template, KEPT, "notdue", 1000) {
         std::os::unix::fs::chown(t.bg.record_path(&id), Some(65534), Some(65534)).unwrap();
     }
@@ -240,11 +236,7 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
     const DUE: usize = 200;
     let t = Tell::new(Sandbox::Passthrough);
     let mut serve = t.bg.serve(&Flags::default()).start();
-    let real = start(
-        &mut serve,
-        json!({"program": "sh", "args": ["-c", "echo real"]}),
-    );
-    let template = t.wait_done(&real);
+    let (real, template) = t.ended_run(&mut serve, "echo real");
     drop(serve);
     let lock = std::fs::metadata(t.state().join(format!("{real}.lock"))).unwrap();
     assert_eq!(lock.blocks(), 0, "the lock keeps its reserved room");
@@ -269,18 +261,12 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
     let index = t.state().join("index");
     let background = t.bg.setup.files.join("background");
     let stderr = t.sweep();
-    let left: Vec<String> = names(t.state())
-        .into_iter()
-        .filter(|n| n.starts_with("due"))
-        .collect();
+    let left = names_starting(t.state(), "due");
     assert!(
         left.is_empty(),
         "left in the state folder: {left:?}; {stderr}"
     );
-    let outputs: Vec<String> = names(&background)
-        .into_iter()
-        .filter(|n| n.starts_with("due"))
-        .collect();
+    let outputs = names_starting(&background, "due");
     assert!(outputs.is_empty(), "outputs left: {outputs:?}");
     for id in &ids {
         assert!(
@@ -295,6 +281,14 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
         assert_eq!(minutes.len(), 1, "{kind}: {minutes:?}");
     }
     assert!(t.bg.record(&real).is_some(), "the young run went too");
+}
+
+/// The names in `dir` that start with `prefix`.
+fn names_starting(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .collect()
 }
 
 /// Plants `n` runs made from `template`, ended `ended_ago_ms` ago, kept an hour, told (due
@@ -354,11 +348,7 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
     const UID: u32 = 65531;
     let t = Tell::new(Sandbox::Passthrough);
     let mut serve = t.bg.serve(&Flags::default()).start();
-    let real = start(
-        &mut serve,
-        json!({"program": "sh", "args": ["-c", "echo real"]}),
-    );
-    let template = t.wait_done(&real);
+    let (_, template) = t.ended_run(&mut serve, "echo real");
     drop(serve);
     let ids = plant_ended(&t, &template, 100, "nothread", 2 * HOUR);
     let chown = std::process::Command::new("chown")
@@ -388,10 +378,7 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
         stderr.contains("one remover fewer"),
         "no thread was refused, so nothing was shown: {stderr}"
     );
-    let left: Vec<String> = names(t.state())
-        .into_iter()
-        .filter(|n| n.starts_with("nothread"))
-        .collect();
+    let left = names_starting(t.state(), "nothread");
     assert!(left.is_empty(), "left: {left:?}; {stderr}");
     for id in &ids {
         assert!(!exists(

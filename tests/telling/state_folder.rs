@@ -29,8 +29,7 @@ struct Runs {
 }
 
 fn start_runs(t: &Tell, serve: &mut Serve) -> Runs {
-    let ended = start(serve, json!({"program": "sh", "args": ["-c", "echo done"]}));
-    t.wait_done(&ended);
+    let (ended, _) = t.ended_run(serve, "echo done");
     let lingering = (0..2)
         .map(|_| {
             let mark = t.bg.marker();
@@ -217,11 +216,7 @@ fn stop_and_remove_state_handle_thousands_of_runs_under_a_low_ulimit() {
     const KEPT: usize = 2000;
     let t = Tell::new(Sandbox::Passthrough);
     let mut serve = t.bg.serve(&Flags::default()).start();
-    let ended = start(
-        &mut serve,
-        json!({"program": "sh", "args": ["-c", "echo done"]}),
-    );
-    let template = t.wait_done(&ended);
+    let (_, template) = t.ended_run(&mut serve, "echo done");
     let ids = fabricate(&t, &template, KEPT);
     let mark = t.bg.marker();
     let live = start(&mut serve, procs_args("tree", &mark, 120));

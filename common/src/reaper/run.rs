@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
@@ -19,7 +19,7 @@ use super::report::{Event, Reporter};
 use super::signals::Signals;
 use super::spare::{Call, Control, SPARE};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
-use crate::resident::Shed;
+use crate::resident::{Shed, poll_until};
 use crate::status::Exit;
 
 /// Where a bare sandbox program name is looked for: the reaper's environment is empty, so it
@@ -478,9 +478,7 @@ impl Reaper<'_> {
             };
             // Only a running sandbox leaves the reaper asleep for long.
             let running = self.phase == Phase::Running;
-            if self.wait(wake_at, running.then_some(&mut shed)) {
-                shed.worked(Instant::now());
-            }
+            self.wait(wake_at, running.then_some(&mut shed));
         }
         if self.leftovers {
             self.report.send(Event::Leftovers);
@@ -610,24 +608,18 @@ impl Reaper<'_> {
     }
 
     /// Waits for a signal (a child's end, a stop) or the exec pipe, until `wake_at` at the
-    /// latest, through `shed` when given. Whether one of them woke it.
-    fn wait(&self, wake_at: Option<Instant>, shed: Option<&mut Shed>) -> bool {
+    /// latest, through `shed` when given.
+    fn wait(&self, wake_at: Option<Instant>, shed: Option<&mut Shed>) {
         let signals = self.signals.fd();
         let mut fds = Vec::with_capacity(2);
         fds.push(PollFd::new(&signals, PollFlags::IN));
         if let Some(pipe) = &self.sandbox.exec_pipe {
             fds.push(PollFd::new(pipe, PollFlags::IN));
         }
-        let polled = match shed {
-            Some(shed) => shed.poll(&mut fds, wake_at, None),
-            None => {
-                let timeout = wake_at.and_then(|at| {
-                    Timespec::try_from(at.saturating_duration_since(Instant::now())).ok()
-                });
-                poll(&mut fds, timeout.as_ref())
-            }
-        };
         // EINTR or a failure: the loop looks again.
-        matches!(polled, Ok(n) if n > 0)
+        let _ = match shed {
+            Some(shed) => shed.poll(&mut fds, wake_at, None),
+            None => poll_until(&mut fds, wake_at),
+        };
     }
 }

@@ -17,7 +17,7 @@ use lnk_common::proc_info::ProcessId;
 use lnk_common::reaper::hold::{self, Step};
 use lnk_common::reaper::{Event, RUN_STOP_GRACE};
 use lnk_common::record::{Record, SandboxGroup};
-use lnk_common::resident::{Scratch, Shed};
+use lnk_common::resident::{Scratch, Shed, poll_until};
 use lnk_common::status::Exit;
 use lnk_common::stop::Listener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -144,12 +144,7 @@ impl Run<'_> {
             // While the run is alive and no stop is under way, the sleep may be a long one.
             let polled = match (stop_sent, seen.exit) {
                 (None, None) => shed.poll(&mut fds, wake_at, Some(&mut buf)),
-                _ => {
-                    let timeout = wake_at.and_then(|at| {
-                        Timespec::try_from(at.saturating_duration_since(Instant::now())).ok()
-                    });
-                    poll(&mut fds, timeout.as_ref())
-                }
+                _ => poll_until(&mut fds, wake_at),
             };
             match polled {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
@@ -157,9 +152,6 @@ impl Run<'_> {
             }
             let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
             drop(fds);
-            if ready.contains(&true) {
-                shed.worked(Instant::now());
-            }
             if ready[1] && self.stop.take() {
                 stop_maybe = true;
             }
