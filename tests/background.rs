@@ -64,6 +64,10 @@ mod resident;
 /// supervisors than a user has inotify instances.
 #[path = "background/scale.rs"]
 mod scale;
+/// Background runs as MCP tasks: a declared `start` answers a task, `tasks/get` follows it to
+/// its end, `tasks/cancel` stops it; never a task unless asked.
+#[path = "background/tasks.rs"]
+mod tasks;
 /// How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the proven supervisor.
 #[path = "background/wake.rs"]
 mod wake;

@@ -4,7 +4,7 @@
 //! <state>/start.lock            flock held while a start counts running runs and writes a record
 //! <state>/<id>.json             the record (see crate::record), replaced whole by rename
 //! <state>/<id>.lock             flock held by the run's supervisor for its whole life
-//! <state>/<id>.stop             present: the run is asked to stop (content ignored)
+//! <state>/<id>.stop             present: the run is asked to stop (`tasks/cancel\n`: by its task's client)
 //! <state>/<id>.damaged          a record a sweep could not read, moved aside for a person
 //! <state>/<id>.log              the run's supervisor's log (its stderr), removed with the run
 //! <state>/sweep.log             the log of the sweeps serve starts

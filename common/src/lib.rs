@@ -19,7 +19,7 @@
 //! | `slots/<k>` | the cap: a run's supervisor holds an exclusive flock on one slot `k < --background` for its whole life ([`slot`]) |
 //! | `<id>.json` | the run's record (below), replaced whole by rename, never edited in place |
 //! | `<id>.lock` | exclusive flock held by the run's supervisor for its whole life; 4 KiB reserved in it (length 0) where the supervisor keeps the run's end when the record cannot be written ([`record::KeptEnd`]) |
-//! | `<id>.stop` | present (a regular file of the user's; any content): the run is asked to stop |
+//! | `<id>.stop` | present (a regular file of the user's): the run is asked to stop; holding `tasks/cancel\n`, the stop was its task's client's ([`cancel`]) and the run's task reads `cancelled` |
 //! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty; each reserves 64 KiB past its end so that a full disk can still be reported in it |
 //! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
@@ -153,6 +153,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cancel;
 pub mod causes;
 pub mod command_line;
 pub mod commands;

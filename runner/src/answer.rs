@@ -50,6 +50,32 @@ impl ToolAnswer {
     }
 }
 
+/// What a `tools/call` is answered with: a tool's answer, or — for a `start` whose request
+/// declared the Tasks extension — the task that follows the run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The tool's answer, as a `CallToolResult`.
+    Tool(ToolAnswer),
+    /// A `CreateTaskResult` (its `resultType` is `task`).
+    Task(Value),
+}
+
+impl Reply {
+    /// The `tools/call` result for `era`.
+    pub fn into_result(self, era: &Era) -> Value {
+        match self {
+            Reply::Tool(answer) => answer.into_result(era),
+            Reply::Task(task) => task,
+        }
+    }
+}
+
+impl From<ToolAnswer> for Reply {
+    fn from(answer: ToolAnswer) -> Self {
+        Reply::Tool(answer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

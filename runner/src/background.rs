@@ -1,4 +1,5 @@
-//! Background runs, on the runner's side: the `start`, `list`, `read` and `stop` tools.
+//! Background runs, on the runner's side: the `start`, `list`, `read` and `stop` tools, and
+//! each run as an MCP task (`tasks/get`, `tasks/cancel`, `tasks/update`).
 //!
 //! The runner never supervises: `start` writes the record and hands the run's locked lock
 //! file to `lnk-link-supervise supervise`, and the other tools only read records and output
@@ -14,6 +15,8 @@ mod schema;
 mod start;
 mod stop;
 mod sweeps;
+mod task;
+mod task_result;
 
 pub use list::list;
 pub use read::read;
@@ -21,3 +24,4 @@ pub use schema::definitions;
 pub use start::{META_HOPS, META_THREAD, start};
 pub use stop::stop;
 pub use sweeps::start_sweeps;
+pub use task::task_method;

@@ -70,6 +70,18 @@ impl HeadTail {
         }
     }
 
+    /// Counts `bytes` that came between what was pushed before and what is pushed after
+    /// without being seen (a file read at its two ends). The tail kept so far is no longer
+    /// next to what comes after, so it is let go.
+    pub fn skip(&mut self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        self.total += bytes;
+        self.tail.clear();
+        self.tail_start = 0;
+    }
+
     /// The kept bytes as text: `(head, left_out, tail)`. Nothing is left out when the stream fit;
     /// then everything is in `head` and `tail` is empty. Cuts never split a UTF-8 character (the
     /// bytes of a character cut in two are counted as left out) and bytes that are not UTF-8 are
@@ -119,6 +131,20 @@ mod tests {
             buffer.push(chunk);
         }
         buffer.render()
+    }
+
+    #[test]
+    fn bytes_skipped_between_the_ends_are_counted_as_left_out() {
+        let mut buffer = HeadTail::new(8);
+        buffer.push(b"abcd");
+        buffer.skip(100);
+        buffer.push(b"wxyz");
+        assert_eq!(buffer.total(), 108);
+        let r = buffer.render();
+        assert_eq!(
+            (r.head.as_str(), r.left_out, r.tail.as_str()),
+            ("abcd", 100, "wxyz")
+        );
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct ToolContext<'a> {
     pub era: &'a Era,
     /// The call's cancellation.
     pub control: &'a CallControl,
+    /// Whether the request declared the Tasks extension (2026-07-28 only): a `start` may then
+    /// be answered with a task.
+    pub tasks: bool,
     /// Hears the elapsed time and the bytes seen, about once a second, when the call asked
     /// for progress.
     pub progress: Option<&'a mut dyn FnMut(Duration, u64)>,
@@ -49,6 +52,7 @@ impl<'a> ToolContext<'a> {
         toolbox: &'a Toolbox,
         era: &'a Era,
         control: &'a CallControl,
+        tasks: bool,
         progress: Option<&'a mut dyn FnMut(Duration, u64)>,
     ) -> Self {
         Self {
@@ -56,6 +60,7 @@ impl<'a> ToolContext<'a> {
             input: &toolbox.input,
             era,
             control,
+            tasks,
             progress,
         }
     }

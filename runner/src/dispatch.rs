@@ -28,6 +28,8 @@ pub struct ToolCall {
     pub arguments: Map<String, Value>,
     /// Its `_meta` (the progress token, the conversation, the hops).
     pub meta: Option<Map<String, Value>>,
+    /// Whether the request declared the Tasks extension (2026-07-28 only).
+    pub tasks: bool,
 }
 
 /// Starts `call` on a thread of its own, which answers it. A call that may not start is
@@ -73,6 +75,7 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         tool,
         mut arguments,
         meta,
+        tasks,
     } = call;
     let token = meta
         .as_ref()
@@ -89,14 +92,17 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         None => None,
     };
     let answer = catch_unwind(AssertUnwindSafe(|| {
-        let mut ctx = ToolContext::new(toolbox, &era, in_flight.control(), progress);
+        let mut ctx = ToolContext::new(toolbox, &era, in_flight.control(), tasks, progress);
         tool.run(&mut ctx, &mut arguments, meta.as_ref())
     }))
     .unwrap_or_else(|_| {
-        Some(ToolAnswer::refusal(format!(
-            "`{}` failed inside the server (a bug; its log says where)",
-            tool.name()
-        )))
+        Some(
+            ToolAnswer::refusal(format!(
+                "`{}` failed inside the server (a bug; its log says where)",
+                tool.name()
+            ))
+            .into(),
+        )
     });
     in_flight.finish(|| {
         if let Some(answer) = answer {

@@ -15,6 +15,9 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// The request's protocol version is not served (2026-07-28).
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// The request lacks a client capability it needs (2026-07-28): a `tasks/*` request that does
+/// not declare the Tasks extension.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 
 /// The stateless revision, served per request.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -29,6 +32,19 @@ pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key of a 2026-07-28 result: who answered.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// The Tasks extension's identifier (2026-07-28): in `server/discover`'s
+/// `capabilities.extensions`, and in a request's client capabilities when the client takes a
+/// task for an answer.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether a 2026-07-28 request's `_meta` declares the Tasks extension among the client's
+/// capabilities (`extensions["io.modelcontextprotocol/tasks"]`, an object).
+pub fn declares_tasks(meta: Option<&Map<String, Value>>) -> bool {
+    meta.and_then(|meta| meta.get(META_CLIENT_CAPABILITIES))
+        .and_then(|capabilities| capabilities.get("extensions"))
+        .and_then(|extensions| extensions.get(TASKS_EXTENSION))
+        .is_some_and(Value::is_object)
+}
 
 /// The revision a request is served at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,12 +299,15 @@ fn integer_too_large(line: &[u8]) -> bool {
 }
 
 /// A result line for request `id`, with what `era` asks every result to carry (2026-07-28:
-/// `resultType` and who answered).
+/// `resultType`, `complete` unless the result says otherwise — a task says `task` — and who
+/// answered).
 pub fn result_message(id: &Value, era: &Era, mut result: Value) -> Value {
     if *era == Era::Modern
         && let Some(object) = result.as_object_mut()
     {
-        object.insert("resultType".into(), json!("complete"));
+        object
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
         object.insert("_meta".into(), json!({META_SERVER_INFO: server_info()}));
     }
     json!({"jsonrpc": "2.0", "id": id, "result": result})
@@ -355,6 +374,32 @@ mod tests {
         );
         let old = result_message(&json!(3), &Era::Handshake("2025-06-18"), json!({}));
         assert_eq!(old, json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    }
+
+    #[test]
+    fn a_task_keeps_its_result_type() {
+        let line = result_message(&json!(4), &Era::Modern, json!({"resultType": "task"}));
+        assert_eq!(line["result"]["resultType"], "task");
+    }
+
+    #[test]
+    fn the_tasks_extension_is_declared_per_request() {
+        let meta = |value: Value| match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let declared =
+            meta(json!({META_CLIENT_CAPABILITIES: {"extensions": {TASKS_EXTENSION: {}}}}));
+        assert!(declares_tasks(Some(&declared)));
+        for not in [
+            json!({META_CLIENT_CAPABILITIES: {}}),
+            json!({META_CLIENT_CAPABILITIES: {"extensions": {}}}),
+            json!({META_CLIENT_CAPABILITIES: {"extensions": {TASKS_EXTENSION: true}}}),
+            json!({"extensions": {TASKS_EXTENSION: {}}}),
+        ] {
+            assert!(!declares_tasks(Some(&meta(not))));
+        }
+        assert!(!declares_tasks(None));
     }
 
     #[test]

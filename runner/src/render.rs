@@ -46,7 +46,9 @@ pub fn stream(kept: &HeadTail) -> String {
     shown(kept.render())
 }
 
-fn shown(rendered: Rendered) -> String {
+/// Kept output as shown: the head, then — when bytes were left out — a line saying how many,
+/// and the tail.
+pub fn shown(rendered: Rendered) -> String {
     let mut shown = rendered.head;
     if rendered.left_out > 0 {
         if !shown.is_empty() && !shown.ends_with('\n') {
@@ -79,7 +81,7 @@ fn stream_section(text: &mut String, name: &str, kept: &HeadTail) {
 /// An exit code above 128 is how a sandbox (bubblewrap, a shell) reports that the program
 /// inside was killed by signal N − 128: say so, so the agent does not read it as the
 /// program's own code.
-fn code_note(code: i32) -> String {
+pub fn code_note(code: i32) -> String {
     match code.checked_sub(128).and_then(signal_name) {
         Some(name) => format!(" (128 + {}: {name} inside the sandbox)", code - 128),
         None => String::new(),
@@ -87,7 +89,7 @@ fn code_note(code: i32) -> String {
 }
 
 /// The name of signal `signal` (`SIGTERM`), when it is one.
-fn signal_name(signal: i32) -> Option<&'static str> {
+pub fn signal_name(signal: i32) -> Option<&'static str> {
     nix::sys::signal::Signal::try_from(signal)
         .ok()
         .map(|signal| signal.as_str())

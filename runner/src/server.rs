@@ -145,7 +145,7 @@ impl Server {
         let result = match method {
             "initialize" => self.initialize(&params),
             "ping" if era != Era::Modern => json!({}),
-            "server/discover" => discover(),
+            "server/discover" => discover(config),
             "tools/list" => {
                 let mut result = json!({"tools": tools::definitions(config, &era)});
                 if era == Era::Modern {
@@ -158,6 +158,12 @@ impl Server {
                 let call = tool_call(id, params, era, config)?;
                 dispatch(&self.toolbox, &self.calls, &self.writer, call);
                 return Ok(());
+            }
+            "tasks/get" | "tasks/cancel" | "tasks/update"
+                if era == Era::Modern
+                    && let Some(background) = &config.background =>
+            {
+                crate::background::task_method(id, method, &params, config, background)?
             }
             _ => {
                 return Err(RpcError::new(
@@ -189,7 +195,12 @@ impl Server {
             ));
         };
         if version.as_str() != Some(protocol::MODERN_VERSION) {
-            let shown = protocol::cut_short(&version.to_string());
+            // The version as sent: a string as it is, anything else as its JSON text.
+            let shown = protocol::cut_short(
+                &version
+                    .as_str()
+                    .map_or_else(|| version.to_string(), str::to_owned),
+            );
             let mut err = RpcError::new(
                 id.clone(),
                 protocol::UNSUPPORTED_PROTOCOL_VERSION,
@@ -244,6 +255,8 @@ fn tool_call(
         Some(Value::Object(arguments)) => arguments,
         Some(_) => return Err(invalid_params(id, "`arguments` must be an object")),
     };
+    let tasks = era == Era::Modern
+        && protocol::declares_tasks(params.get("_meta").and_then(Value::as_object));
     // Only what a call uses of its `_meta` is kept for its life: a client may send megabytes
     // there, and 128 calls would hold them all.
     let meta = match params.remove("_meta") {
@@ -264,6 +277,7 @@ fn tool_call(
         tool,
         arguments,
         meta,
+        tasks,
     })
 }
 
@@ -300,10 +314,16 @@ fn invalid_params(id: &Value, message: impl Into<String>) -> RpcError {
     RpcError::new(id.clone(), protocol::INVALID_PARAMS, message)
 }
 
-fn discover() -> Value {
+/// The discovery result: with background runs, the Tasks extension is declared, so that a
+/// client that speaks it may be answered a task for a `start`.
+fn discover(config: &Config) -> Value {
+    let mut capabilities = json!({"tools": {"listChanged": false}});
+    if config.background.is_some() {
+        capabilities["extensions"] = json!({protocol::TASKS_EXTENSION: {}});
+    }
     json!({
         "supportedVersions": [protocol::MODERN_VERSION],
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": capabilities,
         "instructions": INSTRUCTIONS,
         "ttlMs": CACHE_TTL_MS,
         "cacheScope": "private",
@@ -312,7 +332,8 @@ fn discover() -> Value {
 
 const INSTRUCTIONS: &str = "Link Run runs programs for you in a sandbox. Call `command` with a \
      program from its list; its description gives the limits in force. With background runs, \
-     `start` runs a program that outlives the call; `list`, `read` and `stop` follow it.";
+     `start` runs a program that outlives the call (a build, a test suite, a server); `list`, \
+     `read` and `stop` follow it, and a host that follows MCP tasks is told when it ends.";
 
 #[cfg(test)]
 mod tests {

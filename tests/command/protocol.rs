@@ -135,6 +135,11 @@ fn modern_version_and_envelope_errors(sandbox: Sandbox) {
                 .is_some_and(|v| v.contains(&json!("2026-07-28"))),
             "{response}"
         );
+        // The version as it was sent: the string itself, not its JSON text.
+        assert_eq!(
+            response["error"]["data"]["requested"], "2099-01-01",
+            "{response}"
+        );
         let response = serve.request(method, json!({"_meta": bare}));
         assert_eq!(error_code(&response), -32602, "{method}: {response}");
     }
@@ -143,6 +148,24 @@ fn modern_version_and_envelope_errors(sandbox: Sandbox) {
         json!({"name": "command", "arguments": {"program": "true"}, "_meta": unknown}),
     );
     assert_eq!(error_code(&response), -32022, "{response}");
+    // A version that is no string is named by its JSON text; a long one is shortened.
+    let mut number = modern_meta();
+    number["io.modelcontextprotocol/protocolVersion"] = json!(20260728);
+    let response = serve.request("server/discover", json!({"_meta": number}));
+    assert_eq!(
+        response["error"]["data"]["requested"], "20260728",
+        "{response}"
+    );
+    let mut long = modern_meta();
+    long["io.modelcontextprotocol/protocolVersion"] = json!("9".repeat(10_000));
+    let response = serve.request("server/discover", json!({"_meta": long}));
+    let requested = response["error"]["data"]["requested"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        requested.starts_with("999") && requested.ends_with('…') && requested.len() < 200,
+        "{response}"
+    );
     // Still serving.
     let list = serve.result("tools/list", json!({"_meta": modern_meta()}));
     assert_eq!(list["resultType"], "complete", "{list}");

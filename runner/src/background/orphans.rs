@@ -50,6 +50,30 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
     }
 }
 
+/// [`sweep_orphans`] for one run, without waiting, for a task's poll (which the client repeats
+/// anyway): when `record` says running and its lock is free, a sweep is started and `true`
+/// answered; the next poll finds the run's end recorded. An end kept in the lock file is
+/// shown as [`sweep_orphans`] shows it.
+pub fn notice_orphan(background: &Background, record: &mut Record) -> bool {
+    if !record.status.is_running() {
+        return false;
+    }
+    let state = StateDir::new(&background.state);
+    let orphaned = matches!(
+        lock::try_lock_existing(&state, &record.id),
+        Ok(LockState::Free(_))
+    );
+    if orphaned {
+        tracing::info!(id = %record.id, "a task's run whose supervisor is gone; sweeping");
+        super::sweeps::start_sweep(background);
+    }
+    if let Ok(Some(kept)) = lnk_common::record::kept_end(&state, &record.id) {
+        record.status = kept.status;
+        record.output = kept.output;
+    }
+    orphaned && record.status.is_running()
+}
+
 /// Starts a sweep for the orphans (indexes into `records`) and waits up to [`SWEEP_WAIT`] for
 /// their records to show their end.
 fn sweep_and_wait(

@@ -25,15 +25,7 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                 "required": ["program"],
                 "additionalProperties": false
             },
-            "outputSchema": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": "The run's id."},
-                    "output": {"type": "string", "description": "Its output file, relative to the files folder."}
-                },
-                "required": ["id", "output"],
-                "additionalProperties": false
-            },
+            "outputSchema": start_output_schema(),
             "annotations": {"title": "Start a background run", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": false}
         }),
         json!({
@@ -120,16 +112,19 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
 
 fn start_description(config: &Config, background: &Background) -> String {
     let told = if background.way_in.is_some() {
-        "When it ends, this conversation is told, with a signed message."
+        "When it ends, this conversation is told, with a signed message; a host that follows MCP \
+         tasks is also told by itself and brings you the result."
     } else {
-        "Its end is not told: look with `list`."
+        "A host that follows MCP tasks is told when it ends and brings you its result (exit and \
+         output); otherwise look with `list` and `read`."
     };
     format!(
         "Starts a program in the background, in a sandbox, and answers at once with the run's id. \
-         It outlives this call and this server. Programs that may be run: {programs}. `dir` is \
-         relative to the files folder. Its stdout and stderr go to `background/<id>.out` in the \
-         files folder, which keeps the newest {output} bytes; read it with `read`, stop the run \
-         with `stop`. Limits: at most {max} runs at once; each is killed after {timeout}, with \
+         Use it for work that may outlast a call: a build, a test suite, a server. It outlives \
+         this call and this server. Programs that may be run: {programs}. `dir` is relative to \
+         the files folder. Its stdout and stderr go to `background/<id>.out` in the files \
+         folder, which keeps the newest {output} bytes; read it with `read`, stop the run with \
+         `stop`. Limits: at most {max} runs at once; each is killed after {timeout}, with \
          everything it started. {told}",
         programs = config.programs.join(", "),
         output = background.output,
@@ -144,6 +139,35 @@ fn count() -> Value {
 
 fn state_schema() -> Value {
     json!({"type": "string", "enum": ["running", "exited", "timed_out", "stopped", "lost"]})
+}
+
+/// What `start` answers: the started run (`id`, `output` its file), or — as the result of a
+/// completed task, for a host that follows the run as one — the run as `list` shows it with
+/// `summary` and `output`, the text it printed. One schema, so that every result validates.
+fn start_output_schema() -> Value {
+    let mut schema = run_schema();
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        properties.insert(
+            "output".into(),
+            json!({"type": "string", "description": "When the run was started: its output file, relative to the files folder. In a completed task's result: the head and tail of what it printed (stdout and stderr together)."}),
+        );
+        properties.insert(
+            "summary".into(),
+            json!({"type": "string", "description": "In a completed task's result: how the run ended, in one line."}),
+        );
+        for property in properties.values_mut() {
+            if property.get("description").is_none() {
+                property["description"] =
+                    json!("In a completed task's result: as `list` shows the run.");
+            }
+        }
+        properties.insert(
+            "id".into(),
+            json!({"type": "string", "description": "The run's id (and its task's)."}),
+        );
+    }
+    schema["required"] = json!(["id", "output"]);
+    schema
 }
 
 /// A run as `list` shows it.

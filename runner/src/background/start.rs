@@ -15,7 +15,7 @@ use lnk_common::time::{UnixMs, duration_to_ms};
 use serde_json::{Map, Value, json};
 
 use super::detached;
-use crate::answer::ToolAnswer as Answer;
+use crate::answer::{Reply, ToolAnswer as Answer};
 use crate::config::{Background, Config};
 use crate::context::ToolContext;
 use crate::{program, tools, workdir};
@@ -27,26 +27,30 @@ pub const META_HOPS: &str = "link.local/hops";
 /// How long a start waits for `start.lock` (held only while another start counts and writes).
 const START_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The `start` tool.
+/// The `start` tool. When the request declared the Tasks extension, the answer is the run's
+/// task, made once its record exists (so that a `tasks/get` for it resolves).
 pub fn start(
     ctx: &ToolContext<'_>,
     background: &Background,
     arguments: &Map<String, Value>,
     meta: Option<&Map<String, Value>>,
-) -> Answer {
-    match prepare(ctx.config, background, arguments, meta)
+) -> Reply {
+    match prepare(ctx.config, background, arguments, meta, ctx.tasks)
         .and_then(|launch| launch_run(background, launch))
     {
-        Ok(answer) | Err(answer) => answer,
+        Ok((_, record)) if ctx.tasks => Reply::Task(super::task::created(&record)),
+        Ok((answer, _)) | Err(answer) => Reply::Tool(answer),
     }
 }
 
-/// Checks the call and builds what the run will be.
+/// Checks the call and builds what the run will be. A call whose host follows the run as a
+/// task (`follows_task`) needs no conversation: the host learns of the end by itself.
 fn prepare(
     config: &Config,
     background: &Background,
     arguments: &Map<String, Value>,
     meta: Option<&Map<String, Value>>,
+    follows_task: bool,
 ) -> Result<Launch, Answer> {
     if arguments.contains_key("input") {
         return Err(Answer::refusal(
@@ -61,12 +65,15 @@ fn prepare(
     let cwd = workdir::open(&config.files, &args.dir)
         .map(|workdir| workdir.path)
         .map_err(|e| Answer::refusal(e.to_string()))?;
-    // With a way in, the end is told to the call's conversation, so there must be one.
-    // Without one nobody is told: hosts that send no `_meta` can still start runs and follow
-    // them with `list` and `read`, and the record's thread stays empty.
+    // With a way in, the end is told to the call's conversation, so there must be one —
+    // unless the host follows the run as a task. Without one nobody is told: hosts that send
+    // no `_meta` can still start runs and follow them with `list` and `read`, and the
+    // record's thread stays empty.
     let thread = match meta.and_then(|m| m.get(META_THREAD)) {
         Some(Value::String(thread)) if !thread.is_empty() => thread.clone(),
-        Some(Value::String(_)) | None if background.way_in.is_none() => String::new(),
+        Some(Value::String(_)) | None if background.way_in.is_none() || follows_task => {
+            String::new()
+        }
         Some(Value::String(_)) | None => {
             return Err(Answer::refusal(format!(
                 "`start` needs a conversation to tell when the run ends (`_meta[\"{META_THREAD}\"]`, \
@@ -97,11 +104,16 @@ fn prepare(
             background.hops
         )));
     }
-    let tell_to = background.way_in.as_ref().map(|way_in| TellTo {
-        way_in: way_in.socket.clone(),
-        agent: way_in.agent.clone(),
-        keyring: way_in.keyring.clone(),
-    });
+    // No conversation, no one to tell.
+    let tell_to = background
+        .way_in
+        .as_ref()
+        .filter(|_| !thread.is_empty())
+        .map(|way_in| TellTo {
+            way_in: way_in.socket.clone(),
+            agent: way_in.agent.clone(),
+            keyring: way_in.keyring.clone(),
+        });
     let sandbox = config
         .sandbox
         .iter()
@@ -150,8 +162,9 @@ enum Step {
     Supervisor,
 }
 
-/// Counts, creates and hands over, under `start.lock`.
-fn launch_run(background: &Background, launch: Launch) -> Result<Answer, Answer> {
+/// Counts, creates and hands over, under `start.lock`; the answer, and the run's record as
+/// it was made.
+fn launch_run(background: &Background, launch: Launch) -> Result<(Answer, Record), Answer> {
     launch_run_failing(background, launch, |_| Ok(()))
 }
 
@@ -160,7 +173,7 @@ fn launch_run_failing(
     background: &Background,
     launch: Launch,
     fail: impl Fn(Step) -> std::io::Result<()>,
-) -> Result<Answer, Answer> {
+) -> Result<(Answer, Record), Answer> {
     let state = StateDir::new(&background.state);
     let failed = |what: &str, err: &(dyn std::error::Error + 'static)| {
         let why = Causes(err);
@@ -264,9 +277,9 @@ fn launch_run_failing(
         "started background run {id}; its output goes to {output} in the files folder (`read` \
          shows it, `stop` ends it)"
     );
-    Ok(Answer::ok(
-        text,
-        json!({"id": id.as_str(), "output": output}),
+    Ok((
+        Answer::ok(text, json!({"id": id.as_str(), "output": output})),
+        record,
     ))
 }
 
@@ -352,249 +365,4 @@ impl Drop for Undo<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-    use std::time::Duration;
-
-    use serde_json::json;
-
-    use super::*;
-    use crate::config::WayIn;
-
-    fn files_folder() -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary folder: {e}"));
-        let canonical = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
-        (dir, canonical)
-    }
-
-    fn config(files: PathBuf) -> Config {
-        Config {
-            files,
-            programs_path: "/usr/bin:/bin".into(),
-            timeout: Duration::from_secs(7),
-            output: 64,
-            programs: vec!["sleep".into()],
-            vars: Vec::new(),
-            background: None,
-            sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
-        }
-    }
-
-    fn background(way_in: Option<WayIn>) -> Background {
-        Background {
-            state: PathBuf::from("/nonexistent/state"),
-            max_running: 2,
-            timeout: Duration::from_secs(60),
-            output: 1024,
-            keep: Duration::from_secs(3600),
-            hops: 3,
-            way_in,
-            supervise: PathBuf::from("/nonexistent/lnk-link-supervise"),
-        }
-    }
-
-    fn way_in() -> WayIn {
-        WayIn {
-            socket: PathBuf::from("/run/lnk/way-in.sock"),
-            agent: lnk_common::AgentId::parse("ada").unwrap_or_else(|e| panic!("{e}")),
-            keyring: PathBuf::from("/home/ada/.config/lnk/keyring"),
-        }
-    }
-
-    fn map(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            other => panic!("not an object: {other}"),
-        }
-    }
-
-    #[test]
-    fn a_start_records_what_the_run_will_be() {
-        let (_dir, files) = files_folder();
-        let config = config(files.clone());
-        let meta = map(json!({META_THREAD: "th-1", META_HOPS: 2}));
-        let launch = prepare(
-            &config,
-            &background(Some(way_in())),
-            &map(json!({"program": "sleep", "args": ["5"]})),
-            Some(&meta),
-        )
-        .unwrap_or_else(|answer| panic!("{}", answer.text));
-        assert_eq!(launch.files, files);
-        assert_eq!(launch.sandbox, ["/usr/bin/bwrap", "--unshare-all"]);
-        assert_eq!(launch.program.name, "sleep");
-        assert_eq!(launch.program.args, ["5"]);
-        assert_eq!(launch.program.cwd, files);
-        assert_eq!(launch.thread, "th-1");
-        assert_eq!(launch.hops, 2);
-        assert_eq!(launch.limits.timeout_ms, 60_000);
-        assert_eq!(launch.limits.output_cap_bytes, 1024);
-        let tell_to = launch
-            .tell_to
-            .unwrap_or_else(|| panic!("a way in was given"));
-        assert_eq!(tell_to.agent.as_str(), "ada");
-    }
-
-    #[test]
-    fn without_a_way_in_a_start_needs_no_conversation() {
-        let (_dir, files) = files_folder();
-        let launch = prepare(
-            &config(files),
-            &background(None),
-            &map(json!({"program": "sleep", "args": ["5"]})),
-            None,
-        )
-        .unwrap_or_else(|answer| panic!("{}", answer.text));
-        assert_eq!(launch.thread, "");
-        assert!(launch.tell_to.is_none());
-    }
-
-    #[test]
-    fn with_a_way_in_a_start_without_a_conversation_is_refused() {
-        let (_dir, files) = files_folder();
-        let config = config(files);
-        for meta in [None, Some(map(json!({META_THREAD: ""})))] {
-            let refused = prepare(
-                &config,
-                &background(Some(way_in())),
-                &map(json!({"program": "sleep"})),
-                meta.as_ref(),
-            )
-            .err()
-            .unwrap_or_else(|| panic!("a way in needs a conversation"));
-            assert!(
-                refused.is_error && refused.text.contains(META_THREAD),
-                "{}",
-                refused.text
-            );
-        }
-    }
-
-    /// Every file under `dir`, as paths relative to it (folders left out).
-    fn files_under(dir: &std::path::Path) -> Vec<String> {
-        let mut found = Vec::new();
-        let mut folders = vec![dir.to_path_buf()];
-        while let Some(folder) = folders.pop() {
-            let entries = std::fs::read_dir(&folder).unwrap_or_else(|e| panic!("{e}"));
-            for entry in entries {
-                let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
-                if path.is_dir() {
-                    folders.push(path);
-                } else if let Ok(relative) = path.strip_prefix(dir) {
-                    found.push(relative.display().to_string());
-                }
-            }
-        }
-        found.sort();
-        found
-    }
-
-    #[test]
-    fn a_start_that_fails_at_any_step_leaves_nothing_behind() {
-        for step in [Step::Lock, Step::Output, Step::Index, Step::Record] {
-            let (_dir, files) = files_folder();
-            let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-            let mut settings = background(None);
-            settings.state = state_dir.path().join("state");
-            StateDir::new(&settings.state)
-                .create()
-                .unwrap_or_else(|e| panic!("{e}"));
-            let before = files_under(&settings.state);
-            let launch = prepare(
-                &config(files.clone()),
-                &settings,
-                &map(json!({"program": "sleep", "args": ["5"]})),
-                None,
-            )
-            .unwrap_or_else(|answer| panic!("{}", answer.text));
-            let refused = launch_run_failing(&settings, launch, |at| {
-                if at == step {
-                    Err(std::io::Error::other(format!("{at:?} failed on purpose")))
-                } else {
-                    Ok(())
-                }
-            })
-            .err()
-            .unwrap_or_else(|| panic!("the start failed at {step:?}"));
-            assert!(refused.is_error, "{}", refused.text);
-            assert!(refused.text.contains("on purpose"), "{}", refused.text);
-            let left: Vec<String> = files_under(&settings.state)
-                .into_iter()
-                // The folder's own furniture (start.lock, the slots) is no run's.
-                .filter(|name| !before.contains(name))
-                .filter(|name| name != "start.lock" && !name.starts_with("slots/"))
-                .collect();
-            assert_eq!(left, Vec::<String>::new(), "failing at {step:?} left these");
-            let background = files.join("background");
-            if background.exists() {
-                assert_eq!(files_under(&background), Vec::<String>::new(), "{step:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_supervisor_that_cannot_start_leaves_the_run_recorded_lost() {
-        let (_dir, files) = files_folder();
-        let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mut settings = background(None);
-        settings.state = state_dir.path().join("state");
-        let state = StateDir::new(&settings.state);
-        state.create().unwrap_or_else(|e| panic!("{e}"));
-        let launch = prepare(
-            &config(files),
-            &settings,
-            &map(json!({"program": "sleep"})),
-            None,
-        )
-        .unwrap_or_else(|answer| panic!("{}", answer.text));
-        let refused = launch_run(&settings, launch)
-            .err()
-            .unwrap_or_else(|| panic!("{} cannot start", settings.supervise.display()));
-        assert!(refused.text.contains("starting"), "{}", refused.text);
-        let records: Vec<String> = files_under(&settings.state)
-            .into_iter()
-            .filter(|name| name.ends_with(".json"))
-            .collect();
-        assert_eq!(records.len(), 1, "{records:?}");
-        let id = records[0].trim_end_matches(".json");
-        let record = Record::load(&state, &RunId::parse(id).unwrap_or_else(|e| panic!("{e}")))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(record.status.state().as_str(), "lost");
-    }
-
-    #[test]
-    fn too_many_hops_input_and_bad_meta_are_refused() {
-        let (_dir, files) = files_folder();
-        let config = config(files);
-        let cases = [
-            (json!({"program": "sleep"}), json!({META_HOPS: 3}), "hops"),
-            (
-                json!({"program": "sleep", "input": "x"}),
-                json!({}),
-                "input",
-            ),
-            (
-                json!({"program": "sleep"}),
-                json!({META_HOPS: -1}),
-                META_HOPS,
-            ),
-            (
-                json!({"program": "sleep"}),
-                json!({META_THREAD: 7}),
-                META_THREAD,
-            ),
-            (json!({"program": "cat"}), json!({}), "sleep"),
-        ];
-        for (arguments, meta, says) in cases {
-            let refused = prepare(
-                &config,
-                &background(None),
-                &map(arguments),
-                Some(&map(meta)),
-            )
-            .err()
-            .unwrap_or_else(|| panic!("refused"));
-            assert!(refused.text.contains(says), "{}", refused.text);
-        }
-    }
-}
+mod tests;

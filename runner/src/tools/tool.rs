@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::answer::ToolAnswer;
+use crate::answer::{Reply, ToolAnswer};
 use crate::background;
 use crate::config::Config;
 use crate::context::ToolContext;
@@ -71,22 +71,21 @@ impl Tool {
         ctx: &mut ToolContext<'_>,
         arguments: &mut Map<String, Value>,
         meta: Option<&Map<String, Value>>,
-    ) -> Option<ToolAnswer> {
+    ) -> Option<Reply> {
         let config = ctx.config;
-        match (self, config.background.as_ref()) {
-            (Tool::Command, _) => super::command::run(ctx, arguments),
-            (_, None) => Some(ToolAnswer::refusal(format!(
+        let answer = match (self, config.background.as_ref()) {
+            (Tool::Command, _) => super::command::run(ctx, arguments)?,
+            (_, None) => ToolAnswer::refusal(format!(
                 "`{}` needs background runs, which this server was started without (--state)",
                 self.name()
-            ))),
+            )),
             (Tool::Start, Some(settings)) => {
-                Some(background::start(ctx, settings, arguments, meta))
+                return Some(background::start(ctx, settings, arguments, meta));
             }
-            (Tool::List, Some(settings)) => Some(background::list(settings, arguments)),
-            (Tool::Read, Some(settings)) => {
-                Some(background::read(config, settings, arguments, ctx.era))
-            }
-            (Tool::Stop, Some(settings)) => Some(background::stop(settings, arguments)),
-        }
+            (Tool::List, Some(settings)) => background::list(settings, arguments),
+            (Tool::Read, Some(settings)) => background::read(config, settings, arguments, ctx.era),
+            (Tool::Stop, Some(settings)) => background::stop(settings, arguments),
+        };
+        Some(answer.into())
     }
 }
