@@ -2,7 +2,9 @@
 # Real MCP hosts against Link Run, end to end: Claude Code, Codex CLI and Gemini CLI, each run
 # headless for one turn against a stand-in model API on 127.0.0.1, with the README's own host
 # entries as their config (hosts.py says how), and the README's one-line `mcp add` commands and
-# MCP Inspector line run as written.
+# MCP Inspector line run as written. Claude Code is also driven in its interactive interface, on
+# a pseudo-terminal, for its MCP tasks: a background run's end brought by Claude Code itself,
+# and its TaskStop stopping a run.
 #
 # It installs the hosts at the versions of package.json (locked by package-lock.json, with
 # Node 22 from npm's `node` package) into a cache folder, $LNK_HOSTS_CACHE, by default
@@ -14,7 +16,7 @@
 # exits 0; with LNK_REQUIRE_HOSTS=1 that is a failure. What the hosts sent the stand-in is kept
 # in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
 #
-#   scripts/hosts/run.sh [--hosts claude-code,codex,gemini-cli,inspector-cli]
+#   scripts/hosts/run.sh [--hosts claude-code,claude-code-tasks,codex,gemini-cli,inspector-cli]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 here=scripts/hosts
@@ -31,7 +33,7 @@ skip() {
     exit 0
 }
 
-for tool in npm python3 bwrap unshare ip; do
+for tool in npm python3 bwrap unshare setsid ip; do
     command -v "$tool" >/dev/null 2>&1 || skip "$tool is missing"
 done
 
