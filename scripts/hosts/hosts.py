@@ -49,11 +49,12 @@ import standin  # noqa: E402
 PLACEHOLDER_HOME = "/home/me"
 PROMPT = "Run the Link Run calls, one after the other."
 # Seconds a host may take for its one turn, start-up included (they take about 10), and for its
-# `mcp add` line; Claude Code's tasks turn takes about 8 (a run of 3 s, then one stopped): three
-# hosts, the tasks turn and the Inspector stay within eight minutes even if all hang.
+# `mcp add` line; Claude Code's tasks turn takes about 8 (a run of 3 s, then one stopped), and
+# at most a further 18 to see the stopped run end and to quit: three hosts, the tasks turn and
+# the Inspector stay within eight minutes even if all hang.
 HOST_DEADLINE = 90
 ADD_DEADLINE = 30
-TASKS_DEADLINE = 45
+TASKS_DEADLINE = 40
 INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
 
 
@@ -372,14 +373,14 @@ class ClaudeCodeTasks(ClaudeCode):
             for key in (b"\x03", b"\x03"):
                 self.write(key)
                 self.pump(child, time.monotonic() + 0.5, lambda: False)
-            self.pump(child, time.monotonic() + 5, lambda: False)
+            self.pump(child, time.monotonic() + 3, lambda: False)
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 if child.poll() is None:
                     try:
                         os.killpg(child.pid, sig)
                     except ProcessLookupError:
                         pass
-                    self.pump(child, time.monotonic() + 3, lambda: False)
+                    self.pump(child, time.monotonic() + 2, lambda: False)
             child.wait()
         finally:
             os.close(master)
