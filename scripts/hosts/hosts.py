@@ -50,7 +50,7 @@ PLACEHOLDER_HOME = "/home/me"
 PROMPT = "Run the Link Run calls, one after the other."
 # Seconds a host may take for its one turn, start-up included (they take about 10), and for its
 # `mcp add` line; Claude Code's tasks turn takes about 8 (a run of 3 s, then one stopped), and
-# at most a further 18 to see the stopped run end and to quit: three hosts, the tasks turn and
+# at most a further 21 to see the stopped run end and to quit: three hosts, the tasks turn and
 # the Inspector stay within eight minutes even if all hang.
 HOST_DEADLINE = 90
 ADD_DEADLINE = 30
@@ -369,7 +369,8 @@ class ClaudeCodeTasks(ClaudeCode):
                 # The stop is asked for when TaskStop answers: give the run its TERM and KILL.
                 until = time.monotonic() + self.STOP_DEADLINE
                 self.pump(child, until, lambda: self.stopped(long_run))
-            # Quit as a person does: Ctrl-C twice; then TERM, then KILL.
+            # Quit as a person does, once the turn is drawn: Ctrl-C twice; then TERM, then KILL.
+            self.pump(child, time.monotonic() + 3, lambda: time.monotonic() - self.last_output >= 1)
             for key in (b"\x03", b"\x03"):
                 self.write(key)
                 self.pump(child, time.monotonic() + 0.5, lambda: False)
