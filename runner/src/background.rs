@@ -10,6 +10,7 @@ mod args;
 mod detached;
 mod list;
 mod orphans;
+mod output;
 mod read;
 mod schema;
 mod start;
@@ -17,6 +18,7 @@ mod stop;
 mod sweeps;
 mod task;
 mod task_result;
+mod wait;
 
 pub use list::list;
 pub use read::read;

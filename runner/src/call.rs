@@ -75,6 +75,12 @@ impl CallControl {
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
+
+    /// The descriptor that becomes readable when the call is cancelled, for a call that
+    /// sleeps in a `poll` of its own (a waiting `read`).
+    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.wake.as_fd()
+    }
 }
 
 /// A finished call.

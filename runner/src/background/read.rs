@@ -1,44 +1,89 @@
-//! `read`: a run's output at offsets that count every byte it wrote, dropped ones included.
-//!
-//! The output file holds bytes `[dropped_bytes, dropped_bytes + length)`. The record names the
-//! file (device and inode) its `dropped_bytes` is for; when the file opened is another one, a
-//! rotation happened in between, and the record is read again; it is read once more after the
-//! bytes, since a newer file may have been given the old one's inode number.
+//! `read`: a run's output at offsets that count every byte it wrote, dropped ones included
+//! ([`super::output`]), and — with `wait_ms` — a read that waits for output, for a text
+//! (`until`) or for the run's end, asleep until then ([`super::wait`]).
 
-use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
 
-use lnk_common::Causes;
+use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
-use lnk_common::record::{FileId, Record};
-use lnk_common::safe_open::FilesDir;
+use lnk_common::record::Record;
 use serde_json::{Map, Value, json};
 
 use super::args::{count, only, run_id};
+use super::output::{Bytes, read_bytes};
+use super::wait::{Slept, Waker};
 use crate::answer::ToolAnswer as Answer;
+use crate::call::CallControl;
 use crate::config::{Background, Config};
 use crate::protocol::Era;
 
-/// How many times the record is read again when the output file keeps changing under us (a
-/// small cap and a fast writer rotate often): the first tries at once, then a little apart.
-const RELOADS: usize = 200;
-/// Tries made at once before pausing between them.
-const EAGER_RELOADS: usize = 20;
+/// The longest `until` text.
+pub const UNTIL_BYTES: usize = 1024;
+/// How many bytes a waiting read searches at a time for its `until` text.
+const SEARCH_CHUNK: u64 = 64 * 1024;
 
-fn pause(attempt: usize) {
-    if attempt >= EAGER_RELOADS {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-}
-
-/// The `read` tool.
+/// The `read` tool. `None` when the call was cancelled while it waited: nothing is answered.
 pub fn read(
     config: &Config,
     background: &Background,
     arguments: &Map<String, Value>,
     era: &Era,
-) -> Answer {
-    match read_checked(config, background, arguments, era) {
-        Ok(answer) | Err(answer) => answer,
+    control: &CallControl,
+) -> Option<Answer> {
+    match read_checked(config, background, arguments, era, control) {
+        Ok(answer) => answer,
+        Err(answer) => Some(answer),
+    }
+}
+
+/// What a waiting read asked for.
+struct Wait {
+    /// How long it may wait.
+    ms: u64,
+    /// The text to wait for, as bytes.
+    until: Option<Vec<u8>>,
+}
+
+/// What a waiting read found.
+struct Waited {
+    /// How long it waited.
+    ms: u64,
+    /// Where the `until` text starts, in the run's offsets, when it was seen.
+    match_offset: Option<u64>,
+}
+
+impl Wait {
+    /// `wait_ms` and `until`; `None` without `wait_ms`.
+    fn parse(arguments: &Map<String, Value>, timeout: Duration) -> Result<Option<Wait>, Answer> {
+        let ms = count(arguments, "wait_ms")?;
+        let until = match arguments.get("until") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) if !text.is_empty() && text.len() <= UNTIL_BYTES => {
+                Some(text.clone().into_bytes())
+            }
+            Some(_) => {
+                return Err(Answer::refusal(format!(
+                    "`until` must be a text of 1 to {UNTIL_BYTES} bytes: what to wait for in \
+                     the output, such as \"listening on\""
+                )));
+            }
+        };
+        let Some(ms) = ms else {
+            return match until {
+                Some(_) => Err(Answer::refusal(
+                    "`until` needs `wait_ms`: how long to wait for it, in milliseconds",
+                )),
+                None => Ok(None),
+            };
+        };
+        let most = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        if ms > most {
+            return Err(Answer::refusal(format!(
+                "`wait_ms` may be at most {most} (this server's call timeout); wait again \
+                 with `offset` set to the answer's `next_offset` to wait longer"
+            )));
+        }
+        Ok(Some(Wait { ms, until }))
     }
 }
 
@@ -47,136 +92,166 @@ fn read_checked(
     background: &Background,
     arguments: &Map<String, Value>,
     era: &Era,
-) -> Result<Answer, Answer> {
-    only(arguments, "read", &["id", "offset", "limit"])?;
+    control: &CallControl,
+) -> Result<Option<Answer>, Answer> {
+    only(
+        arguments,
+        "read",
+        &["id", "offset", "limit", "wait_ms", "until"],
+    )?;
     let id = run_id(arguments)?;
-    let offset = count(arguments, "offset")?;
+    let mut offset = count(arguments, "offset")?;
     let limit = count(arguments, "limit")?
         .unwrap_or(config.output)
         .min(config.output);
+    let wait = Wait::parse(arguments, config.timeout)?;
     let state = StateDir::new(&background.state);
-    for attempt in 0..RELOADS {
-        let record = match Record::load(&state, &id) {
-            Ok(record) => record,
-            Err(e) if e.is_not_found() => {
-                return Err(Answer::refusal(format!(
-                    "there is no run {id}; `list` shows the runs"
-                )));
+    let waited = match &wait {
+        None => None,
+        Some(wait) => {
+            // Without an offset, a waiting read looks at what comes after the call began.
+            let start = match offset {
+                Some(offset) => offset,
+                None => read_bytes(&state, &id, None, 0)?.file_end,
+            };
+            offset = Some(start);
+            match wait_for(&state, &id, start, wait, control)? {
+                Some(waited) => Some(waited),
+                None => return Ok(None),
             }
-            Err(e) => {
-                return Err(Answer::refusal(format!(
-                    "run {id} cannot be read: {}",
-                    Causes(&e)
-                )));
-            }
-        };
-        let files = FilesDir::open(&record.launch.files).map_err(|e| {
-            Answer::refusal(format!("the files folder cannot be opened: {}", Causes(&e)))
-        })?;
-        let file = match files.open_background_dir() {
-            Ok(Some(dir)) => dir.open_output_for_read(&id),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        };
-        let file = match file {
-            Ok(file) => file,
-            // Opened just as a rotation renamed a new file over it: read again.
-            Err(lnk_common::error::Error::HardLinked { links: 0, .. }) => {
-                pause(attempt);
-                continue;
-            }
-            Err(e) => {
-                return Err(Answer::refusal(format!(
-                    "run {id}'s output file cannot be read: {}",
-                    Causes(&e)
-                )));
-            }
-        };
-        let Some(file) = file else {
-            return Err(Answer::refusal(format!(
-                "run {id}'s output file {} is gone",
-                lnk_common::layout::output_relative_path(&id).display()
-            )));
-        };
-        let file_id = FileId::of(&file)
-            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {}", Causes(&e))))?;
-        if record.output.file != Some(file_id) {
-            // Rotated since the record was read (or not yet named in it): read it again.
-            pause(attempt);
-            continue;
         }
-        let len = file
-            .metadata()
-            .map_err(|e| Answer::refusal(format!("run {id}'s output file: {}", Causes(&e))))?
-            .len();
-        let dropped = record.output.dropped_bytes;
-        let total = dropped.saturating_add(len);
-        let start = offset.unwrap_or_else(|| total.saturating_sub(limit).max(dropped));
-        let end = start.saturating_add(limit);
-        let skipped = dropped.saturating_sub(start).min(limit);
-        let from = start.max(dropped).min(total);
-        let to = end.min(total).max(from);
-        let mut bytes = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
-        let mut got = 0;
-        while got < bytes.len() {
-            match file.read_at(&mut bytes[got..], from - dropped + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(Answer::refusal(format!(
-                        "reading run {id}'s output: {}",
-                        Causes(&e)
-                    )));
+    };
+    let bytes = read_bytes(&state, &id, offset, limit)?;
+    Ok(Some(answer(&id, bytes, offset.is_none(), waited, era)))
+}
+
+/// Waits, as [`Wait`] asks, for output past `start` (or the `until` text in it), the run's
+/// end, or the time; `None` when the call was cancelled.
+fn wait_for(
+    state: &StateDir,
+    id: &RunId,
+    start: u64,
+    wait: &Wait,
+    control: &CallControl,
+) -> Result<Option<Waited>, Answer> {
+    let began = Instant::now();
+    let deadline = began + Duration::from_millis(wait.ms);
+    let mut waker: Option<Waker> = None;
+    // Where the search for `until` goes on from.
+    let mut search = start;
+    let mut time_up = false;
+    loop {
+        let look = read_bytes(state, id, Some(search), SEARCH_CHUNK)?;
+        let running = look.record.status.is_running();
+        let mut found = None;
+        let mut searched_all = look.from + look.bytes.len() as u64 >= look.file_end;
+        match &wait.until {
+            Some(until) => {
+                if let Some(at) = find(&look.bytes, until) {
+                    found = Some(look.from + at as u64);
+                } else {
+                    // A match may straddle what was read and what comes next.
+                    let overlap = until.len().saturating_sub(1) as u64;
+                    let end = look.from + look.bytes.len() as u64;
+                    search = end.saturating_sub(overlap).max(start).max(search);
+                    if !searched_all && search == look.from {
+                        // No progress possible (cannot happen with chunks longer than the
+                        // text): treat the rest as searched.
+                        searched_all = true;
+                    }
+                }
+            }
+            None => {
+                if look.file_end > start {
+                    found = Some(start);
                 }
             }
         }
-        bytes.truncate(got);
-        let (skip, keep) = utf8_cut(
-            &bytes,
-            offset.is_none(),
-            from + got as u64 == total,
-            &record,
-        );
-        let bytes = &bytes[skip..keep];
-        let start = if skip > 0 { from + skip as u64 } else { start };
-        let from = from + skip as u64;
-        let got = bytes.len();
-        // Inode numbers are reused: the name may lead to a newer file that happens to have
-        // the record's old identity. Rotations write the record before they rename, and each
-        // adds to `dropped_bytes`, so a record unchanged after the read proves it was the
-        // record of the file read.
-        match Record::load(&state, &id) {
-            Ok(again)
-                if again.output.file == record.output.file
-                    && again.output.dropped_bytes == dropped => {}
-            _ => {
-                pause(attempt);
-                continue;
-            }
+        if found.is_some() && wait.until.is_some() {
+            return Ok(Some(waited(began, found)));
         }
-        let next_offset = from + got as u64;
-        let text = String::from_utf8_lossy(bytes).into_owned();
-        let structured = json!({
-            "id": id.as_str(),
-            "state": record.status.state().as_str(),
-            "text": text,
-            "offset": start,
-            "next_offset": next_offset,
-            "output_bytes": total.max(record.output.written_bytes),
-            "dropped_bytes": dropped,
-            "skipped": skipped,
+        if found.is_some() || (!running && searched_all) || (time_up && searched_all) {
+            return Ok(Some(waited(began, found.filter(|_| wait.until.is_some()))));
+        }
+        if !searched_all {
+            continue;
+        }
+        let waker = waker.get_or_insert_with(|| {
+            Waker::new(
+                &look.record.launch.files.join("background"),
+                state.path(),
+                id,
+            )
         });
-        let mut text = text;
-        if !era.has_structured_output() {
-            // Without a structured value, the figures ride in the text.
-            text = format!("[{structured}]\n{text}");
+        match waker.sleep(control, deadline) {
+            Slept::Cancelled => return Ok(None),
+            Slept::TimeUp => time_up = true,
+            Slept::Changed => {}
         }
-        return Ok(Answer::ok(text, structured));
     }
-    Err(Answer::refusal(format!(
-        "run {id}'s output file keeps changing under the reader; try again"
-    )))
+}
+
+fn waited(began: Instant, match_offset: Option<u64>) -> Waited {
+    Waited {
+        ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+        match_offset,
+    }
+}
+
+/// Where `needle` first starts in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return None;
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The answer for the bytes read: the text, and the figures (with a wait's, when it waited).
+fn answer(
+    id: &RunId,
+    read: Bytes,
+    from_the_end: bool,
+    waited: Option<Waited>,
+    era: &Era,
+) -> Answer {
+    let Bytes {
+        record,
+        bytes,
+        from,
+        start,
+        file_end,
+        total,
+        dropped,
+        skipped,
+    } = read;
+    let got = bytes.len() as u64;
+    let (skip, keep) = utf8_cut(&bytes, from_the_end, from + got == file_end, &record);
+    let shown = &bytes[skip..keep];
+    let start = if skip > 0 { from + skip as u64 } else { start };
+    let next_offset = from + skip as u64 + shown.len() as u64;
+    let text = String::from_utf8_lossy(shown).into_owned();
+    let mut structured = json!({
+        "id": id.as_str(),
+        "state": record.status.state().as_str(),
+        "text": text,
+        "offset": start,
+        "next_offset": next_offset,
+        "output_bytes": total,
+        "dropped_bytes": dropped,
+        "skipped": skipped,
+    });
+    if let Some(waited) = waited {
+        structured["waited_ms"] = json!(waited.ms);
+        structured["matched"] = json!(waited.match_offset.is_some());
+        structured["match_offset"] = json!(waited.match_offset);
+        structured["ended"] = json!(!record.status.is_running());
+    }
+    let mut text = text;
+    if !era.has_structured_output() {
+        // Without a structured value, the figures ride in the text.
+        text = format!("[{structured}]\n{text}");
+    }
+    Answer::ok(text, structured)
 }
 
 /// Where to cut the bytes read so that no character is split: how many to skip at the front

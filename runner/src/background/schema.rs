@@ -56,15 +56,17 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
             "name": "read",
             "title": "Read a background run's output",
             "description": format!(
-                "Reads a background run's output (stdout and stderr together). Offsets count every byte the run wrote since it started, including bytes already dropped from the start of its output file (it keeps the newest part, {} at most). Without `offset`, the last `limit` bytes. `limit` defaults to and is capped at {} bytes. The answer gives `next_offset` to read on from.",
-                background.output, config.output
+                "Reads a background run's output (stdout and stderr together). Offsets count every byte the run wrote since it started, including bytes already dropped from the start of its output file (it keeps the newest part, {} at most). Without `offset`, the last `limit` bytes. `limit` defaults to and is capped at {} bytes. The answer gives `next_offset` to read on from. To wait instead of calling `read` again and again, give `wait_ms` (at most {} ms): the answer comes as soon as there is output past `offset` (without `offset`: output written after this call began), or, with `until`, as soon as that text appears past `offset` (a server's \"listening on\", a test run's summary: pass `offset: 0` to look from the start), or when the run ends, or when the time is up — whichever is first; it says which (`matched`, `match_offset`, `ended`, `waited_ms`).",
+                background.output, config.output, config.timeout.as_millis()
             ),
             "inputSchema": {
                 "type": "object",
                 "properties": {
                     "id": {"type": "string", "description": "The run's id."},
                     "offset": {"type": "integer", "minimum": 0, "description": "Where to start reading. Default: the last `limit` bytes."},
-                    "limit": {"type": "integer", "minimum": 0, "description": "How many bytes at most."}
+                    "limit": {"type": "integer", "minimum": 0, "description": "How many bytes at most."},
+                    "wait_ms": {"type": "integer", "minimum": 0, "maximum": u64::try_from(config.timeout.as_millis()).unwrap_or(u64::MAX), "description": "Wait up to this long (milliseconds) for output past `offset`, for `until`, or for the run's end, instead of answering at once."},
+                    "until": {"type": "string", "minLength": 1, "maxLength": super::read::UNTIL_BYTES, "description": "With `wait_ms`: the text to wait for in the output past `offset`."}
                 },
                 "required": ["id"],
                 "additionalProperties": false
@@ -79,7 +81,11 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                     "next_offset": count(),
                     "output_bytes": count(),
                     "dropped_bytes": count(),
-                    "skipped": count()
+                    "skipped": count(),
+                    "waited_ms": {"type": "integer", "minimum": 0, "description": "With `wait_ms`: how long the read waited."},
+                    "matched": {"type": "boolean", "description": "With `wait_ms`: whether `until` was seen."},
+                    "match_offset": {"type": ["integer", "null"], "minimum": 0, "description": "With `wait_ms`: where `until` starts, in the run's offsets; null when not seen."},
+                    "ended": {"type": "boolean", "description": "With `wait_ms`: whether the run has ended."}
                 },
                 "required": ["id", "state", "text", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
                 "additionalProperties": false

@@ -83,7 +83,9 @@ impl Tool {
                 return Some(background::start(ctx, settings, arguments, meta));
             }
             (Tool::List, Some(settings)) => background::list(settings, arguments),
-            (Tool::Read, Some(settings)) => background::read(config, settings, arguments, ctx.era),
+            (Tool::Read, Some(settings)) => {
+                background::read(config, settings, arguments, ctx.era, ctx.control)?
+            }
             (Tool::Stop, Some(settings)) => background::stop(settings, arguments),
         };
         Some(answer.into())

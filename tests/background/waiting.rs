@@ -1,0 +1,309 @@
+//! `read` that waits (issue 18, item 1): for its `until` text, for any output, for the run's
+//! end or for its time; asleep meanwhile (no thread of it wakes), cancelled like any call, and
+//! through rotations of the output file.
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::procs::{wait_for_role, wait_gone};
+use crate::runs::{
+    Bg, Flags, WRITE, procs_args, read, read_ok, send_tool, sleeps, start, stop, stopped_run,
+    wait_supervisor,
+};
+use crate::sandbox::{Sandbox, both_sandboxes};
+use crate::serve::{ANSWER, Serve, is_error, text};
+
+both_sandboxes!(
+    a_read_waits_for_its_text,
+    a_read_waits_for_output_the_end_or_its_time,
+    a_cancelled_waiting_read_is_not_answered,
+    waiting_reads_sleep,
+    a_wait_sees_through_rotations,
+    bad_waits_are_refused,
+);
+
+/// A `read` with these arguments, allowed `within` to answer.
+fn read_within(serve: &mut Serve, arguments: Value, within: Duration) -> Value {
+    let id = send_tool(serve, "read", arguments, None);
+    serve.call_result(id, within)
+}
+
+fn a_read_waits_for_its_text(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo starting; sleep 2; echo listening on $((4000+80)); sleep 60"]}),
+    );
+    let asked = Instant::now();
+    let result = read_within(
+        &mut serve,
+        json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "listening on 4080"}),
+        Duration::from_secs(25),
+    );
+    let took = asked.elapsed();
+    assert!(!is_error(&result), "{result}");
+    let value = crate::serve::structured(&result);
+    assert_eq!(value["matched"], true, "{value}");
+    assert_eq!(value["ended"], false, "{value}");
+    assert_eq!(value["match_offset"], "starting\n".len(), "{value}");
+    assert!(text(&result).contains("listening on 4080"), "{result}");
+    assert!(
+        took < Duration::from_secs(15),
+        "the read answered when the text came, not at its time: {took:?}"
+    );
+    assert!(
+        value["waited_ms"].as_u64().is_some_and(|ms| ms < 15_000),
+        "{value}"
+    );
+    // Already there: a second wait from the start answers at once.
+    let again = read_within(
+        &mut serve,
+        json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "starting"}),
+        Duration::from_secs(5),
+    );
+    let value = crate::serve::structured(&again);
+    assert_eq!(
+        (&value["matched"], &value["match_offset"]),
+        (&json!(true), &json!(0))
+    );
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+}
+
+fn a_read_waits_for_output_the_end_or_its_time(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
+    // Without an offset: output written after the call began.
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo early; sleep 1; echo later-$((21*2)); sleep 60"]}),
+    );
+    // Wait for the early line first, so that the waiting read begins after it.
+    read_within(
+        &mut serve,
+        json!({"id": id, "offset": 0, "wait_ms": 10_000}),
+        Duration::from_secs(15),
+    );
+    let result = read_within(
+        &mut serve,
+        json!({"id": id, "wait_ms": 10_000}),
+        Duration::from_secs(15),
+    );
+    let value = crate::serve::structured(&result).clone();
+    assert!(
+        value["text"].as_str().unwrap_or("").contains("later-42"),
+        "{value}"
+    );
+    assert!(
+        !value["text"].as_str().unwrap_or("").contains("early"),
+        "{value}"
+    );
+    assert_eq!(value["matched"], false, "{value}");
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+
+    // A run that ends before its text comes: `ended`, not matched.
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "sleep 1; echo done"]}),
+    );
+    let result = read_within(
+        &mut serve,
+        json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "never printed"}),
+        Duration::from_secs(25),
+    );
+    let value = crate::serve::structured(&result);
+    assert_eq!(value["ended"], true, "{value}");
+    assert_eq!(value["matched"], false, "{value}");
+    assert_eq!(value["match_offset"], Value::Null, "{value}");
+    assert!(
+        value["waited_ms"].as_u64().is_some_and(|ms| ms < 15_000),
+        "{value}"
+    );
+    assert_eq!(value["text"], "done\n", "{value}");
+
+    // A wait that times out: about its time.
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("linger", &mark, 60));
+    let result = read_within(
+        &mut serve,
+        json!({"id": id, "wait_ms": 1500, "until": "never printed"}),
+        Duration::from_secs(10),
+    );
+    let value = crate::serve::structured(&result);
+    assert_eq!(
+        (&value["matched"], &value["ended"]),
+        (&json!(false), &json!(false))
+    );
+    let waited = value["waited_ms"].as_u64().unwrap_or(0);
+    assert!((1500..6000).contains(&waited), "{value}");
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+/// The threads of `pid` whose name starts with `prefix`.
+fn threads(pid: i32, prefix: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|name| name.starts_with(prefix))
+        })
+        .collect()
+}
+
+/// Voluntary context switches of thread `tid` of `pid`.
+fn thread_sleeps(pid: i32, tid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                line.strip_prefix("voluntary_ctxt_switches:")
+                    .and_then(|n| n.trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn a_cancelled_waiting_read_is_not_answered(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("linger", &mark, 60));
+    let call = send_tool(
+        &mut serve,
+        "read",
+        json!({"id": id, "wait_ms": 20_000, "until": "x"}),
+        None,
+    );
+    let deadline = Instant::now() + ANSWER;
+    while threads(serve.pid(), "read ").is_empty() {
+        assert!(Instant::now() < deadline, "the read never waited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}));
+    // Its thread ends at once, and no answer comes for it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !threads(serve.pid(), "read ").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled read's thread lives on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let later = read(&mut serve, json!({"id": id}));
+    assert!(!is_error(&later), "{later}");
+    let answered = serve
+        .inbox()
+        .iter()
+        .any(|message| message.get("id") == Some(&json!(call)));
+    assert!(!answered, "the cancelled read was answered");
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+fn waiting_reads_sleep(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("linger", &mark, 60));
+    wait_for_role(&mark, "linger", ANSWER);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let calls: Vec<i64> = (0..20)
+        .map(|_| {
+            send_tool(
+                &mut serve,
+                "read",
+                json!({"id": id, "wait_ms": 20_000, "until": "x"}),
+                None,
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + ANSWER;
+    while threads(serve.pid(), "read ").len() < calls.len() {
+        assert!(Instant::now() < deadline, "the reads never all waited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Settled, then 3 s in which nothing is written: no waiting thread wakes.
+    std::thread::sleep(Duration::from_millis(300));
+    let waiting = threads(serve.pid(), "read ");
+    let count = |pid: i32| {
+        waiting
+            .iter()
+            .map(|&tid| thread_sleeps(pid, tid))
+            .sum::<u64>()
+    };
+    let before = (count(serve.pid()), sleeps(supervisor.pid));
+    std::thread::sleep(Duration::from_secs(3));
+    let after = (count(serve.pid()), sleeps(supervisor.pid));
+    assert_eq!(
+        before, after,
+        "waiting reads (or the supervisor) woke while nothing was written"
+    );
+    for call in calls {
+        serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}));
+    }
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+fn a_wait_sees_through_rotations(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let flags = Flags {
+        output: "64KiB",
+        ..Flags::default()
+    };
+    let mut serve = bg.serve(&flags).timeout("30s").start();
+    // 2 MiB through a 64 KiB file, then the text waited for.
+    let unit = hex::encode(b"0123456789abcdef\n");
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", format!("sleep 1; {WRITE} 1 2097152 {unit}; echo finished-$((3*3)); sleep 60")]}),
+    );
+    let result = read_within(
+        &mut serve,
+        json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "finished-9"}),
+        Duration::from_secs(25),
+    );
+    let value = crate::serve::structured(&result).clone();
+    assert_eq!(value["matched"], true, "{value}");
+    assert_eq!(value["match_offset"], 2_097_152, "{value}");
+    assert!(
+        value["skipped"].as_u64().unwrap_or(0) > 0,
+        "offset 0 was dropped: {value}"
+    );
+    // The offset it gave is the run's: reading there gives the text.
+    let (bytes, _) = read_ok(&mut serve, json!({"id": id, "offset": 2_097_152}));
+    assert!(bytes.starts_with("finished-9"), "{bytes}");
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+}
+
+fn bad_waits_are_refused(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("10s").start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo hi"]}),
+    );
+    for (arguments, says) in [
+        (json!({"id": id, "wait_ms": 10_001}), "at most 10000"),
+        (json!({"id": id, "wait_ms": -1}), "wait_ms"),
+        (json!({"id": id, "wait_ms": 100, "until": ""}), "until"),
+        (json!({"id": id, "wait_ms": 100, "until": 7}), "until"),
+        (
+            json!({"id": id, "wait_ms": 100, "until": "u".repeat(1025)}),
+            "until",
+        ),
+        (json!({"id": id, "until": "hi"}), "needs `wait_ms`"),
+    ] {
+        let refused = read_within(&mut serve, arguments.clone(), ANSWER);
+        assert!(is_error(&refused), "{arguments}: {refused}");
+        assert!(
+            text(&refused).contains(says),
+            "{arguments}: {}",
+            text(&refused)
+        );
+    }
+}
