@@ -87,7 +87,21 @@ fn wait_log_says_full(t: &Tell, id: &str) -> String {
     seen
 }
 
-/// `list` and `read` show the same bytes of `id`: `done\n`.
+/// `tasks/get` of run `id` (a 2026-07-28 request that declares the Tasks extension, which a
+/// handshake session may send too): the task.
+fn task(serve: &mut crate::serve::Serve, id: &str) -> Value {
+    let request = serve.fresh_id();
+    let mut meta = crate::serve::modern_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    serve.send(
+        &json!({"jsonrpc": "2.0", "id": request, "method": "tasks/get",
+                       "params": {"taskId": id, "_meta": meta}}),
+    );
+    crate::serve::ok(&serve.response(&json!(request), ANSWER))
+}
+
+/// `list`, `read` and the run's task show the same bytes of `id`: `done\n`.
 fn list_and_read_agree(serve: &mut crate::serve::Serve, id: &str) {
     let run = listed(serve, id);
     let (bytes, value) = read_ok(serve, json!({"id": id}));
@@ -97,6 +111,12 @@ fn list_and_read_agree(serve: &mut crate::serve::Serve, id: &str) {
         "{run} vs {value}"
     );
     assert_eq!(run["output_bytes"], 5, "{run}");
+    let task = task(serve, id);
+    assert_eq!(task["status"], "completed", "{task}");
+    let ended = &task["result"]["structuredContent"];
+    assert_eq!(ended["output_bytes"], 5, "{task}");
+    assert_eq!(ended["output"], "done\n", "{task}");
+    assert_eq!(ended["state"], run["state"], "{task}");
 }
 
 #[test]
@@ -157,6 +177,13 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     let run = listed(&mut serve, &id);
     assert_eq!(run["state"], "exited", "{run}");
     assert_eq!(run["exit_code"], 0, "{run}");
+    // And so does its task.
+    let task = task(&mut serve, &id);
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(
+        task["result"]["structuredContent"]["exit_code"], 0,
+        "{task}"
+    );
 
     std::fs::remove_file(&filler).unwrap();
     t.sweep();
