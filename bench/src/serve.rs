@@ -265,6 +265,35 @@ impl Serve {
         Ok((value, took))
     }
 
+    /// One request of `method` with `params`: its result and the time from just before
+    /// writing the request to having read the answer's line. A JSON-RPC error is an error.
+    pub fn request(
+        &mut self,
+        method: &str,
+        params: &Value,
+        limit: Duration,
+    ) -> Result<(Value, Duration)> {
+        let id = self.take_id();
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut line = serde_json::to_vec(&request).context("encoding a request")?;
+        line.push(b'\n');
+        let start = Instant::now();
+        self.send_line(&line)?;
+        let (mut message, at) = self.read_response_at(limit)?;
+        let took = at.duration_since(start);
+        if message.get("id") != Some(&json!(id)) {
+            bail!("serve `{}` answered {message}, expected id {id}", self.name);
+        }
+        if let Some(error) = message.get("error") {
+            bail!("`{method}` failed with a JSON-RPC error: {error}");
+        }
+        let result = message
+            .get_mut("result")
+            .map(Value::take)
+            .ok_or_else(|| anyhow!("the answer to `{method}` has no result"))?;
+        Ok((result, took))
+    }
+
     fn send(&mut self, message: &Value) -> Result<()> {
         let mut line = serde_json::to_vec(message).context("encoding a request")?;
         line.push(b'\n');

@@ -23,6 +23,10 @@ pub struct Options {
     /// Timed sweeps, and as many timed `list` calls, of that folder (item 4).
     #[arg(long, default_value_t = 5)]
     pub sweeps: usize,
+    /// Timed `tasks/get` calls of a running and of an ended run, and timed `start`s with and
+    /// without the Tasks extension, each (item 7, over the swept folder).
+    #[arg(long, default_value_t = 200)]
+    pub tasks: usize,
     /// Timed runs from their end to the stand-in way in holding the message (item 5).
     #[arg(long, default_value_t = 20)]
     pub tells: usize,

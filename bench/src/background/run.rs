@@ -86,6 +86,7 @@ fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -
     serve.shutdown()?;
 
     sweep_and_list(report, bins, place, &template, options)?;
+    super::tasks::tasks(report, bins, place, options)?;
     telling(report, bins, place, options.tells)?;
     crate::scale::run(report, bins, place, &template, &options.scale)
 }
