@@ -174,6 +174,7 @@ fn a_declared_start_is_a_task_that_completes(sandbox: Sandbox) {
     assert_eq!(done["status"], "completed", "{done}");
     let result = &done["result"];
     assert_eq!(result["isError"], false, "{done}");
+    assert_eq!(result["resultType"], "complete", "{done}");
     let said = text(result);
     assert!(said.contains("exited with code 3"), "{said}");
     let value = structured(result);

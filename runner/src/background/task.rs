@@ -118,7 +118,10 @@ fn get(config: &Config, background: &Background, state: &StateDir, record: &mut 
         if cancelled {
             fields(record, "cancelled", how, ended_at)
         } else {
-            let result = task_result::ended(config, record, &how).into_result(&Era::Modern);
+            let mut result = task_result::ended(config, record, &how).into_result(&Era::Modern);
+            // The call's own result, as a 2026-07-28 `tools/call` would have been answered:
+            // clients check its `resultType` too.
+            result["resultType"] = json!("complete");
             let mut task = fields(record, "completed", how, ended_at);
             task.insert("result".into(), result);
             task
