@@ -20,6 +20,7 @@ mod config;
 mod context;
 mod dispatch;
 mod exit_code;
+mod host_config;
 mod input;
 mod lines;
 mod program;
@@ -61,6 +62,14 @@ pub fn main() -> ExitCode {
             check::hold_marker();
             init_logging();
             return check::report(&config, skipped);
+        }
+        Ok(cli::Invocation::Config(request)) => {
+            check::hold_marker();
+            init_logging();
+            return match host_config::run(&request) {
+                Ok(code) => code,
+                Err(refusal) => refuse_to_start(&refusal),
+            };
         }
         Ok(cli::Invocation::SandboxProbe) => return check::probe::run(),
         Err(refusal) => return refuse_to_start(&refusal.to_string()),

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use clap::{Parser, Subcommand};
 
 use super::args::ServeArgs;
+use super::config::{ConfigArgs, ConfigRequest};
 use super::refusal::{Refusal, refuse};
 use crate::config::Config;
 
@@ -23,6 +24,9 @@ enum Command {
     /// Check the sandbox as `serve` does at start, with the same arguments, and report each
     /// check: exit 0 when `serve` would start, 1 when it would refuse.
     Check(Box<ServeArgs>),
+    /// Print (or, with --write, merge into the host's file) a host's configuration entry for
+    /// `serve` with these arguments, its paths made absolute and its sandbox checked first.
+    Config(Box<ConfigArgs>),
     /// Run by the sandbox check inside the sandbox: tries what a hostile program would.
     #[command(name = "sandbox-probe", hide = true)]
     SandboxProbe,
@@ -45,6 +49,8 @@ pub enum Invocation {
         /// Whether `--no-sandbox-check` is among them.
         skipped: bool,
     },
+    /// `config`: a host's entry for serve with these arguments.
+    Config(Box<ConfigRequest>),
     /// The sandbox check's probe, inside the sandbox.
     SandboxProbe,
 }
@@ -57,8 +63,11 @@ impl Cli {
     }
 
     /// [`Cli::parse_args`] of `args` (the program's name first).
-    fn parse_from_args(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Refusal> {
-        let cli = match Cli::try_parse_from(args) {
+    pub(super) fn parse_from_args(
+        args: impl IntoIterator<Item = OsString>,
+    ) -> Result<Invocation, Refusal> {
+        let args: Vec<OsString> = args.into_iter().collect();
+        let cli = match Cli::try_parse_from(&args) {
             Ok(cli) => cli,
             Err(err) => match err.kind() {
                 clap::error::ErrorKind::DisplayHelp
@@ -81,6 +90,16 @@ impl Cli {
                     config: Box::new(c),
                     skipped,
                 })
+            }
+            Command::Config(config) => {
+                // The words after `config`: serve's arguments as the person gave them.
+                let at = args
+                    .iter()
+                    .position(|a| a == "config")
+                    .map_or(args.len(), |i| i + 1);
+                config
+                    .request(&args[at..])
+                    .map(|request| Invocation::Config(Box::new(request)))
             }
             Command::SandboxProbe => Ok(Invocation::SandboxProbe),
         }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `command` | the subcommands, and what a command line asks for ([`Invocation`]) |
 //! | `args` | `serve`'s flags, as clap reads them |
+//! | `config` | `config`'s flags, and serve's arguments as given, for `crate::host_config` |
 //! | `values` | the parsers of one flag's value: durations, sizes, `NAME=VALUE` |
 //! | `serve` | the checks of the flags every call runs under |
 //! | `background` | the checks of `--state` and the flags that come with it |
@@ -18,6 +19,7 @@
 mod args;
 mod background;
 mod command;
+mod config;
 mod defaults;
 mod paths;
 mod refusal;
@@ -26,3 +28,4 @@ mod serve;
 mod values;
 
 pub use command::{Cli, Invocation};
+pub use config::{ConfigRequest, Host, Scope, check_serve_line};

@@ -1,0 +1,145 @@
+//! `lnk-link-run config <host> [--write] [--scope project|user] [--force] <serve's arguments>`:
+//! its flags as clap reads them, and serve's arguments as the person gave them, in their order,
+//! for [`crate::host_config`] to make absolute and check exactly as serve will.
+
+use std::ffi::OsString;
+
+use super::args::ServeArgs;
+use super::refusal::{Refusal, refuse};
+use crate::config::Config;
+
+/// The hosts `config` writes an entry for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    /// Claude Code: `.mcp.json` (project) or `~/.claude.json` (user), and its settings.
+    ClaudeCode,
+    /// Codex CLI: `~/.codex/config.toml`.
+    Codex,
+    /// Gemini CLI: `~/.gemini/settings.json` (user) or `.gemini/settings.json` (project).
+    Gemini,
+    /// Claude Desktop: `claude_desktop_config.json`.
+    ClaudeDesktop,
+    /// VS Code: `.vscode/mcp.json` (project) or the profile's `mcp.json` (user).
+    Vscode,
+}
+
+/// Where the entry goes: the project's folder or the user's home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// In the project (the `--files` folder).
+    Project,
+    /// In the user's own configuration, for every folder.
+    User,
+}
+
+/// The flags of `config`, then serve's own.
+#[derive(Debug, clap::Args)]
+pub(super) struct ConfigArgs {
+    /// The host: claude-code, codex, gemini, claude-desktop or vscode.
+    #[arg(value_enum)]
+    pub(super) host: Host,
+    /// Merge the entry into the host's configuration file (a backup is left beside it).
+    #[arg(long)]
+    pub(super) write: bool,
+    /// Which of the host's files: the project's or the user's (default: the README's choice).
+    #[arg(long, value_enum)]
+    pub(super) scope: Option<Scope>,
+    /// With --write, replace an entry named `link-run` that is already there.
+    #[arg(long)]
+    pub(super) force: bool,
+    /// serve's arguments.
+    #[command(flatten)]
+    pub(super) serve: ServeArgs,
+}
+
+/// What `config` was asked.
+#[derive(Debug)]
+pub struct ConfigRequest {
+    /// The host.
+    pub host: Host,
+    /// Whether to write the host's file.
+    pub write: bool,
+    /// The scope asked for, if any.
+    pub scope: Option<Scope>,
+    /// Whether an entry of the same name may be replaced.
+    pub force: bool,
+    /// serve's arguments as given (without `serve`, `config`'s own flags and the host), each
+    /// flag and its value as two words, the sandbox after `--`.
+    pub serve_args: Vec<OsString>,
+}
+
+/// `config`'s own flags that take no value, and the one that takes one.
+const OWN_SWITCHES: [&str; 2] = ["--write", "--force"];
+const OWN_VALUED: &str = "--scope";
+/// serve's one flag without a value.
+const SERVE_SWITCH: &str = "--no-sandbox-check";
+
+impl ConfigArgs {
+    /// The request, with serve's arguments taken from `raw` (the words after `config`), which
+    /// clap has already accepted.
+    pub(super) fn request(self, raw: &[OsString]) -> Result<ConfigRequest, Refusal> {
+        let mut serve_args = Vec::new();
+        let mut words = raw.iter();
+        while let Some(word) = words.next() {
+            if word == "--" {
+                serve_args.push(word.clone());
+                serve_args.extend(words.by_ref().cloned());
+                break;
+            }
+            let Some(text) = word.to_str() else {
+                // clap took it, so it is a value it read as the host; hosts are ASCII.
+                return refuse(format!(
+                    "config: `{}` is not a flag of serve",
+                    word.to_string_lossy()
+                ));
+            };
+            if OWN_SWITCHES.contains(&text) || text.starts_with(&format!("{OWN_VALUED}=")) {
+                continue;
+            }
+            if text == OWN_VALUED {
+                words.next();
+                continue;
+            }
+            if text == SERVE_SWITCH {
+                serve_args.push(word.clone());
+                continue;
+            }
+            if let Some(flag) = text.strip_prefix("--") {
+                match flag.split_once('=') {
+                    Some((name, value)) => {
+                        serve_args.push(OsString::from(format!("--{name}")));
+                        serve_args.push(OsString::from(value));
+                    }
+                    None => {
+                        serve_args.push(word.clone());
+                        if let Some(value) = words.next() {
+                            serve_args.push(value.clone());
+                        }
+                    }
+                }
+                continue;
+            }
+            // The one word that is not a flag nor a flag's value: the host.
+        }
+        Ok(ConfigRequest {
+            host: self.host,
+            write: self.write,
+            scope: self.scope,
+            force: self.force,
+            serve_args,
+        })
+    }
+}
+
+/// serve's command line (`serve` first) checked exactly as `lnk-link-run serve` checks it:
+/// the configuration, and whether `--no-sandbox-check` is among the flags.
+pub fn check_serve_line(argv: &[OsString]) -> Result<(Config, bool), Refusal> {
+    let program = std::iter::once(OsString::from("lnk-link-run"));
+    match super::command::Cli::parse_from_args(program.chain(argv.iter().cloned()))? {
+        super::Invocation::Serve {
+            config,
+            sandbox_check,
+        } => Ok((*config, !sandbox_check)),
+        _ => refuse("config: the entry's arguments do not start `serve`"),
+    }
+}

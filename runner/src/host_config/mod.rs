@@ -1,0 +1,216 @@
+//! `lnk-link-run config <host> [--write] [--scope project|user] [--force] <serve's arguments>`:
+//! a host's configuration entry for Link Run, for a person setting a host up.
+//!
+//! It runs in the person's shell, so it makes `--files`, `--state`, `--keyring` and `--way-in`
+//! absolute (`~` and relative paths, which serve itself refuses, since a host passes arguments
+//! without a shell); takes the sandbox given after `--` or, with none, the README's recommended
+//! bubblewrap line with `--files` bound; checks the command line exactly as serve will, the
+//! sandbox check included, and refuses what serve would refuse; then prints the host's entry
+//! (stdout: the host's file as it would be made, in the host's own format; stderr: where it
+//! goes, the host's settings in other files, the host's own one-line command), or with `--write`
+//! merges it into the host's files, keeping everything else and a backup of each.
+//!
+//! Its parts: [`line`] makes serve's command line; [`hosts`] knows each host's files and
+//! settings; [`render`] writes the entries; [`json_edit`] and [`codex_toml`] merge them into
+//! what is there; [`write`] replaces a file safely.
+
+mod codex_toml;
+mod hosts;
+mod json_edit;
+mod line;
+mod render;
+mod write;
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use crate::cli::ConfigRequest;
+use hosts::{Edit, FilePlan, HostPlan};
+use json_edit::{EditError, JsonDoc};
+
+/// Runs `config`: exit 0 when the entry was printed or written, else one line on stderr and
+/// [`crate::exit_code::REFUSED`], with nothing written.
+pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
+    let home = line::home()?;
+    let line = line::serve_line(&request.serve_args, &home)?;
+    let (config, skipped) = crate::cli::check_serve_line(&line.argv)
+        .map_err(|refusal| format!("serve would refuse these arguments: {refusal}"))?;
+    // The sandbox as serve will run it: its program resolved to an absolute path.
+    let separator = line
+        .argv
+        .iter()
+        .position(|w| w == "--")
+        .unwrap_or(line.argv.len());
+    let words: Vec<OsString> = line.argv[..=separator.min(line.argv.len() - 1)]
+        .iter()
+        .chain(config.sandbox.iter())
+        .cloned()
+        .collect();
+    let args = words
+        .into_iter()
+        .map(|w| {
+            w.into_string().map_err(|w| {
+                format!(
+                    "`{}` is not UTF-8, and the hosts' files are text",
+                    w.to_string_lossy()
+                )
+            })
+        })
+        .collect::<Result<Vec<String>, String>>()?;
+    let mut warnings = Vec::new();
+    if skipped {
+        warnings.push(
+            "--no-sandbox-check is given: the sandbox was not checked, and serve will not check \
+             it either"
+                .to_owned(),
+        );
+    } else {
+        let found = crate::check::before_serving(&config)
+            .map_err(|refusal| format!("serve would refuse to start: {refusal}"))?;
+        warnings.extend(found);
+    }
+    let command = std::env::current_exe()
+        .map_err(|err| format!("cannot find this lnk-link-run's own path: {err}"))?
+        .into_os_string()
+        .into_string()
+        .map_err(|p| format!("{} is not UTF-8", p.to_string_lossy()))?;
+    let entry = hosts::Entry {
+        command,
+        args,
+        files: config.files.clone(),
+        timeout: config.timeout,
+        home: home.clone(),
+    };
+    let plan = hosts::plan(request.host, request.scope, &entry)?;
+    let mut err = String::new();
+    for warning in &warnings {
+        err.push_str(&format!("warning: {warning}\n"));
+    }
+    if line.recommended {
+        err.push_str("The sandbox is the recommended bubblewrap line, with --files bound.\n");
+    }
+    let mut out = String::new();
+    if request.write {
+        let texts = merged(&plan, request.force, &home)?;
+        for (file, text) in plan.files.iter().zip(texts) {
+            let written = write::replace(&file.path, &text)?;
+            out.push_str(&format!("wrote {} ({})", written.path.display(), file.what));
+            match written.backup {
+                Some(backup) => out.push_str(&format!("; as it was: {}\n", backup.display())),
+                None => out.push('\n'),
+            }
+        }
+        out.push_str(&format!("Next: {}.\n", plan.next));
+    } else {
+        out = fresh(&plan.files[0])?;
+        err.push_str(&notes(&plan, &home)?);
+    }
+    speak(&out, &err)
+}
+
+/// What goes to stderr beside the printed entry.
+fn notes(plan: &HostPlan, home: &std::path::Path) -> Result<String, String> {
+    let mut text = format!(
+        "The entry above goes in {} ({}); `--write` merges it in, keeping the rest and a backup.\n",
+        plan.files[0].path.display(),
+        plan.files[0].what
+    );
+    for file in &plan.files[1..] {
+        text.push_str(&format!(
+            "\n{} ({}), merged with what is there:\n{}",
+            hosts::shown(&file.path, home),
+            file.what,
+            fresh(file)?
+        ));
+    }
+    for note in &plan.notes {
+        text.push_str(&format!("\n{note}\n"));
+    }
+    text.push_str(&format!("\nThen {}.\n", plan.next));
+    Ok(text)
+}
+
+/// The file as `config` would make it where there is none.
+fn fresh(file: &FilePlan) -> Result<String, String> {
+    apply(file, "", false).map_err(|err| describe(file, err))
+}
+
+/// Every file's new text, or the refusal: nothing is written unless every file can be.
+fn merged(plan: &HostPlan, force: bool, home: &std::path::Path) -> Result<Vec<String>, String> {
+    let mut texts = Vec::new();
+    for file in &plan.files {
+        let before = write::read(&file.path)?.unwrap_or_default();
+        let after = apply(file, &before, force).map_err(|err| match err {
+            EditError::Exists(what) => format!(
+                "{} already has `{what}`; give --force to replace it (a backup is kept), or \
+                 remove it; nothing was written",
+                hosts::shown(&file.path, home)
+            ),
+            other => describe(file, other),
+        })?;
+        texts.push(after);
+    }
+    Ok(texts)
+}
+
+fn describe(file: &FilePlan, err: EditError) -> String {
+    match err {
+        EditError::Exists(what) => format!("{} already has `{what}`", file.path.display()),
+        EditError::Malformed(why) => format!(
+            "cannot merge into {}: {why}; merge the entry by hand (run without --write to see \
+             it); nothing was written",
+            file.path.display()
+        ),
+    }
+}
+
+/// `text` with the file's edits made.
+fn apply(file: &FilePlan, text: &str, force: bool) -> Result<String, EditError> {
+    if let [
+        Edit::Codex {
+            command,
+            args,
+            tool_timeout_sec,
+        },
+    ] = file.edits.as_slice()
+    {
+        let entry = hosts::codex_entry(command, args, *tool_timeout_sec);
+        return codex_toml::merge(text, &entry, force);
+    }
+    let mut doc = JsonDoc::new(text)?;
+    for edit in &file.edits {
+        match edit {
+            Edit::JsonSet {
+                path,
+                key,
+                value,
+                same_is_fine,
+            } => doc.set(path, key, value, force, *same_is_fine)?,
+            Edit::JsonAdd { path, key, item } => doc.add_to_array(path, key, item)?,
+            Edit::Codex { .. } => {
+                return Err(EditError::Malformed(
+                    "a TOML entry among JSON edits".to_owned(),
+                ));
+            }
+        }
+    }
+    let mut after = doc.text().to_owned();
+    // A new file ends with a newline; an existing one keeps its end as it was.
+    if text.trim().is_empty() && !after.ends_with('\n') {
+        after.push('\n');
+    }
+    Ok(after)
+}
+
+/// Writes `out` to stdout and `err` to stderr.
+fn speak(out: &str, err: &str) -> Result<ExitCode, String> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("cannot write to stdout: {e}"))?;
+    // The notes are for a person; a closed stderr loses nothing the host needs.
+    let _ = std::io::stderr().lock().write_all(err.as_bytes());
+    Ok(ExitCode::SUCCESS)
+}
