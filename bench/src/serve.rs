@@ -294,6 +294,18 @@ impl Serve {
         Ok((result, took))
     }
 
+    /// Sends a request of `method` with `params` without waiting for its answer; its id.
+    pub fn send_request(&mut self, method: &str, params: &Value) -> Result<u64> {
+        let id = self.take_id();
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        Ok(id)
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, method: &str, params: &Value) -> Result<()> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    }
+
     fn send(&mut self, message: &Value) -> Result<()> {
         let mut line = serde_json::to_vec(message).context("encoding a request")?;
         line.push(b'\n');

@@ -14,6 +14,7 @@ mod starts;
 mod sweep;
 mod tasks;
 mod telling;
+mod waits;
 
 pub use options::Options;
 pub use run::run;

@@ -27,6 +27,15 @@ pub struct Options {
     /// without the Tasks extension, each (item 7, over the swept folder).
     #[arg(long, default_value_t = 200)]
     pub tasks: usize,
+    /// Timed waiting `read`s, each for the `ready` a run prints (item 8).
+    #[arg(long, default_value_t = 50)]
+    pub waits: usize,
+    /// `read`s left waiting at once on a run that writes nothing (item 8).
+    #[arg(long, default_value_t = 50)]
+    pub idle_reads: usize,
+    /// How long they wait while serve's CPU is measured, in seconds (item 8).
+    #[arg(long, default_value_t = 50)]
+    pub idle_secs: u64,
     /// Timed runs from their end to the stand-in way in holding the message (item 5).
     #[arg(long, default_value_t = 20)]
     pub tells: usize,

@@ -17,7 +17,13 @@ pub(super) const OUTPUT_CAP_FLAG: &str = "1MiB";
 /// The agent id whose key signs what the runs tell.
 pub(super) const AGENT: &str = "bench";
 /// The programs every serve may run.
-const ALLOWED: [&str; 4] = ["true", "sleep", "lnk-bench-stamp", "lnk-bench-flood"];
+const ALLOWED: [&str; 5] = [
+    "true",
+    "sleep",
+    "lnk-bench-stamp",
+    "lnk-bench-flood",
+    "lnk-bench-ready",
+];
 
 /// The binaries next to this one.
 pub(crate) struct Bins {
@@ -26,6 +32,7 @@ pub(crate) struct Bins {
     pub(super) passthrough: PathBuf,
     pub(super) flood: PathBuf,
     pub(super) stamp: PathBuf,
+    pub(super) ready: PathBuf,
 }
 
 impl Bins {
@@ -36,6 +43,7 @@ impl Bins {
             passthrough: sibling("lnk-test-passthrough")?,
             flood: sibling("lnk-bench-flood")?,
             stamp: sibling("lnk-bench-stamp")?,
+            ready: sibling("lnk-bench-ready")?,
         })
     }
 }
@@ -83,6 +91,7 @@ impl Place {
             ("sleep", system_program("sleep")?),
             ("lnk-bench-flood", bins.flood.clone()),
             ("lnk-bench-stamp", bins.stamp.clone()),
+            ("lnk-bench-ready", bins.ready.clone()),
         ];
         for (name, target) in links {
             std::os::unix::fs::symlink(&target, place.programs.join(name))

@@ -84,6 +84,7 @@ fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -
     to_running(report, &mut serve, place, options.to_running)?;
     flood(report, &mut serve, place, options)?;
     serve.shutdown()?;
+    super::waits::waits(report, bins, place, options)?;
 
     sweep_and_list(report, bins, place, &template, options)?;
     super::tasks::tasks(report, bins, place, options)?;
