@@ -2,8 +2,12 @@
 
 For Claude Code, Codex CLI and Gemini CLI this takes the host's entry from README.md (the
 fenced block right after `<!-- host-entry: NAME -->`), puts a private HOME in place of
-`/home/me`, writes it where the host reads it, and runs the host headless for one turn against
-the stand-in model API (`standin.py`) on 127.0.0.1. The stand-in asks for `command`, `start`,
+`/home/me`, and writes the host's configuration as a person does: `lnk-link-run config <host>
+--write` with the entry's flags (the sandbox line left to `config`, which puts in the recommended
+one), merged into what the host's files already hold; the entry it wrote must be the README's
+(its sandbox line, timeouts, trust and approval), and so must the settings files it wrote beside
+it. Then it runs the host headless for one turn against the stand-in model API (`standin.py`)
+on 127.0.0.1. The stand-in asks for `command`, `start`,
 `list` and `read`; the host passes when the tool results it handed back to the stand-in hold
 what the programs printed: both markers and the exit code of `command`, and the run's output
 in `read`. It also runs the README's one-line `mcp add` command of each host, in a HOME of its
@@ -92,6 +96,10 @@ def processes_mentioning(marker):
     return found
 
 
+class ConfigFailed(Exception):
+    """`lnk-link-run config --write` failed, or wrote something else than the README shows."""
+
+
 class Check:
     """One host's checks, in a folder of its own: `home/` is the private HOME (`/home/me`)."""
 
@@ -168,6 +176,35 @@ class Check:
         if left:
             self.problems.append(f"processes under {home} still ran 10 s after their host ended: {left}")
 
+    def config_write(self, host, home, readme_entry):
+        """Writes the host's configuration with `lnk-link-run config <host> --write`, given the
+        README entry's flags and `--program sh` (see `with_shell`), as a person types them;
+        returns the entry it wrote after checking it against the README's (command aside)."""
+        args = readme_entry["args"]
+        flags = args[1 : args.index("--")] + ["--program", "sh"]
+        argv = [str(home / ".cargo" / "bin" / "lnk-link-run"), "config", host, "--write"] + flags
+        label = f"config-{host}"
+        with open(self.root / f"{label}.stdout", "wb") as out, open(self.root / f"{label}.stderr", "wb") as err:
+            code = subprocess.run(argv, cwd=home / "work", env=self.env(home), stdout=out, stderr=err, timeout=60).returncode
+        if code != 0:
+            raise ConfigFailed(f"`lnk-link-run config {host} --write` failed ({code}): {self.output(label)[-800:]}")
+        written = self.added_entry(home)
+        wanted = dict(readme_entry, args=with_shell(args))
+        for key in sorted(set(wanted) | set(written)):
+            if key != "command" and written.get(key) != wanted.get(key):
+                raise ConfigFailed(
+                    f"`config {host} --write` wrote {key} = {json.dumps(written.get(key))}; the README's "
+                    f"entry has {json.dumps(wanted.get(key))}"
+                )
+        return written
+
+    def same_as_block(self, path, name, home):
+        """The JSON file `config` wrote at `path` must be the README's block `name`."""
+        written = json.loads(path.read_text())
+        wanted = json.loads(self.block(name, home))
+        if written != wanted:
+            raise ConfigFailed(f"`config` wrote {path} as {json.dumps(written)}; the README's {name} is {json.dumps(wanted)}")
+
     def host_argv(self, words):
         """A README command line with the cached host binary in place of the one on PATH."""
         binary = self.opts.cache / "node_modules" / ".bin" / words[0]
@@ -216,6 +253,10 @@ class HostCheck(Check):
         try:
             self.configure(home, server.url)
             code, took = self.run(self.command(), home, "turn", env=self.turn_env(home, server.url))
+        except ConfigFailed as failed:
+            self.problems.append(str(failed))
+            self.calls, self.took = [], 0.0
+            return
         finally:
             server.close()
         calls = standin.calls_seen(str(requests))
@@ -250,13 +291,8 @@ class ClaudeCode(HostCheck):
         return json.loads((home / "work" / ".mcp.json").read_text())["mcpServers"]["link-run"]
 
     def configure(self, home, url):
-        mcp = json.loads(self.block("claude-code", home))
-        server = mcp["mcpServers"]["link-run"]
-        server["args"] = with_shell(server["args"])
-        (home / "work" / ".mcp.json").write_text(json.dumps(mcp, indent=2))
-        (home / "work" / ".claude").mkdir()
-        settings = self.block("claude-code-settings", home)
-        (home / "work" / ".claude" / "settings.local.json").write_text(settings)
+        self.config_write("claude-code", home, self.readme_entry(home))
+        self.same_as_block(home / "work" / ".claude" / "settings.local.json", "claude-code-settings", home)
 
     def command(self):
         return self.host_argv(["claude", "-p", PROMPT, "--output-format", "json", "--model", "claude-sonnet-4-5"])
@@ -311,6 +347,9 @@ class ClaudeCodeTasks(ClaudeCode):
             self.state = self.state_folder(home)
             (home / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
             self.drive(home, server.url, script, token)
+        except ConfigFailed as failed:
+            self.problems.append(str(failed))
+            return
         finally:
             server.close()
         calls = standin.calls_seen(str(requests))
@@ -557,24 +596,23 @@ class Codex(HostCheck):
         return tomllib.loads((home / ".codex" / "config.toml").read_text())["mcp_servers"]["link-run"]
 
     def configure(self, home, url):
-        readme = self.block("codex", home)
-        args = tomllib.loads(readme)["mcp_servers"]["link-run"]["args"]
-        written = re.search(r"^args = \[.*?\]$", readme, re.S | re.M)
-        if not written:
-            raise SystemExit("the README's Codex entry has no `args = [...]` lines")
-        readme = readme.replace(written.group(0), "args = " + json.dumps(with_shell(args)))
-        # Top-level keys come before any table in TOML: the stand-in's provider goes first.
+        # The stand-in's provider first, as a person's own settings: `config` merges into them.
         provider = (
+            "# the stand-in model API\n"
             'model = "stand-in"\n'
             'model_provider = "stand-in"\n\n'
             "[model_providers.stand-in]\n"
             'name = "stand-in"\n'
             f'base_url = "{url}/v1"\n'
             'wire_api = "responses"\n'
-            'env_key = "STAND_IN_API_KEY"\n\n'
+            'env_key = "STAND_IN_API_KEY"\n'
         )
         (home / ".codex").mkdir()
-        (home / ".codex" / "config.toml").write_text(provider + readme + "\n")
+        config = home / ".codex" / "config.toml"
+        config.write_text(provider)
+        self.config_write("codex", home, self.readme_entry(home))
+        if not config.read_text().startswith(provider):
+            raise ConfigFailed(f"`config codex --write` did not keep the settings before it: {config}")
 
     def command(self):
         return self.host_argv(["codex", "exec", "--skip-git-repo-check", PROMPT])
@@ -596,17 +634,21 @@ class GeminiCli(HostCheck):
         return json.loads((home / ".gemini" / "settings.json").read_text())["mcpServers"]["link-run"]
 
     def configure(self, home, url):
-        settings = json.loads(self.block("gemini-cli", home))
-        server = settings["mcpServers"]["link-run"]
-        server["args"] = with_shell(server["args"])
-        # The stand-in takes any key; usage statistics and telemetry stay off.
-        settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
-        settings["privacy"] = {"usageStatisticsEnabled": False}
-        settings["telemetry"] = {"enabled": False}
+        # The stand-in takes any key; usage statistics and telemetry stay off: a person's own
+        # settings, which `config` merges the entry into.
+        settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+        }
         (home / ".gemini").mkdir()
-        (home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2))
-        trusted = self.block("gemini-cli-trusted-folders", home)
-        (home / ".gemini" / "trustedFolders.json").write_text(trusted)
+        path = home / ".gemini" / "settings.json"
+        path.write_text(json.dumps(settings, indent=2))
+        self.config_write("gemini", home, self.readme_entry(home))
+        merged = json.loads(path.read_text())
+        if {k: v for k, v in merged.items() if k != "mcpServers"} != settings:
+            raise ConfigFailed(f"`config gemini --write` did not keep the settings there: {path}")
+        self.same_as_block(home / ".gemini" / "trustedFolders.json", "gemini-cli-trusted-folders", home)
 
     def command(self):
         return self.host_argv(["gemini", "-p", PROMPT, "--output-format", "json"])
