@@ -92,11 +92,9 @@ impl Cli {
                 })
             }
             Command::Config(config) => {
-                // The words after `config`: serve's arguments as the person gave them.
-                let at = args
-                    .iter()
-                    .position(|a| a == "config")
-                    .map_or(args.len(), |i| i + 1);
+                // The words after `config` (the subcommand comes right after the program's
+                // name: there are no options before it): serve's arguments as given.
+                let at = args.len().min(2);
                 config
                     .request(&args[at..])
                     .map(|request| Invocation::Config(Box::new(request)))

@@ -143,3 +143,63 @@ pub fn check_serve_line(argv: &[OsString]) -> Result<(Config, bool), Refusal> {
         _ => refuse("config: the entry's arguments do not start `serve`"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::command::tests::parse;
+
+    #[test]
+    fn config_s_own_flags_and_the_host_are_taken_out_and_serve_s_kept_in_order() {
+        let parsed = parse(&[
+            "config",
+            "--force",
+            "gemini",
+            "--files=~/w",
+            "--write",
+            "--timeout",
+            "4m",
+            "--no-sandbox-check",
+            "--scope=user",
+            "--",
+            "bwrap",
+            "--write",
+        ]);
+        let Ok(crate::cli::Invocation::Config(request)) = parsed else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!(request.host, Host::Gemini);
+        assert!(request.write && request.force);
+        assert_eq!(request.scope, Some(Scope::User));
+        let words: Vec<OsString> = [
+            "--files",
+            "~/w",
+            "--timeout",
+            "4m",
+            "--no-sandbox-check",
+            "--",
+            "bwrap",
+            "--write",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+        assert_eq!(request.serve_args, words);
+        let parsed = parse(&["config", "--scope", "project", "vscode", "--output", "1KiB"]);
+        let Ok(crate::cli::Invocation::Config(request)) = parsed else {
+            panic!("{parsed:?}");
+        };
+        assert_eq!(request.scope, Some(Scope::Project));
+        assert_eq!(
+            request.serve_args,
+            [OsString::from("--output"), "1KiB".into()]
+        );
+    }
+
+    #[test]
+    fn an_unknown_host_or_a_bad_value_is_refused_by_clap() {
+        assert!(parse(&["config", "emacs"]).is_err());
+        let err = parse(&["config", "codex", "--timeout", "soon"]).map(|_| ());
+        assert!(err.is_err_and(|e| e.contains("soon")));
+    }
+}

@@ -87,6 +87,20 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
     for warning in &warnings {
         err.push_str(&format!("warning: {warning}\n"));
     }
+    // A host's file in the files folder can be changed by the agent's programs, and the host
+    // starts whatever it then says.
+    for file in plan
+        .files
+        .iter()
+        .filter(|f| f.path.starts_with(&config.files))
+    {
+        err.push_str(&format!(
+            "warning: {} is inside --files, where the agent's programs can write: a program \
+             could change what the host starts next time (--scope user keeps it out of their \
+             reach, where the host has one)\n",
+            file.path.display()
+        ));
+    }
     if line.recommended {
         err.push_str("The sandbox is the recommended bubblewrap line, with --files bound.\n");
     }
