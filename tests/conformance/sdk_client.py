@@ -458,6 +458,30 @@ async def background_tools(era: str, client: Any, tools: dict[str, Any], modern:
     check(era, f"read: the run's output arrived {read}", arrived and read.get("next_offset") == 8, read)
     check(era, "read: the bytes are in the structured value", read.get("text") == "started\n", read)
 
+    # A read that waits: for a text already there (from offset 0), then for its time.
+    waited = conforms(
+        "read",
+        "read waiting for a text",
+        await client.call_tool("read", {"id": run_id, "offset": 0, "wait_ms": 5000, "until": "started"}),
+    )
+    check(
+        era,
+        "read wait_ms until: matched at offset 0",
+        waited.get("matched") is True and waited.get("match_offset") == 0 and waited.get("ended") is False,
+        waited,
+    )
+    waited = conforms(
+        "read",
+        "read waiting past the output",
+        await client.call_tool("read", {"id": run_id, "wait_ms": 300}),
+    )
+    check(
+        era,
+        "read wait_ms: nothing new, the time ran out",
+        waited.get("matched") is False and waited.get("waited_ms", 0) >= 300 and waited.get("text") == "",
+        waited,
+    )
+
     paged = conforms("list", "list limit 1", await client.call_tool("list", {"limit": 1}))
     check(era, "list limit 1: one run", len(paged.get("runs", [])) == 1, paged)
     refused = await client.call_tool("list", {"limit": 0})
