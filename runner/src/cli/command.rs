@@ -25,7 +25,8 @@ enum Command {
     /// check: exit 0 when `serve` would start, 1 when it would refuse.
     Check(Box<ServeArgs>),
     /// Print (or, with --write, merge into the host's file) a host's configuration entry for
-    /// `serve` with these arguments, its paths made absolute and its sandbox checked first.
+    /// `serve` with these arguments, its paths made absolute and its sandbox checked first
+    /// (with no sandbox after `--`: the recommended bubblewrap line, with --files bound).
     Config(Box<ConfigArgs>),
     /// Run by the sandbox check inside the sandbox: tries what a hostile program would.
     #[command(name = "sandbox-probe", hide = true)]

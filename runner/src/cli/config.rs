@@ -41,7 +41,8 @@ pub(super) struct ConfigArgs {
     /// Merge the entry into the host's configuration file (a backup is left beside it).
     #[arg(long)]
     pub(super) write: bool,
-    /// Which of the host's files: the project's or the user's (default: the README's choice).
+    /// Which of the host's files: the project's (the default for claude-code and vscode) or the
+    /// user's (the default for gemini, the only one for codex and claude-desktop).
     #[arg(long, value_enum)]
     pub(super) scope: Option<Scope>,
     /// With --write, replace an entry named `link-run` that is already there.
