@@ -77,6 +77,13 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         meta,
         tasks,
     } = call;
+    // Every line the call logs names it, so that two calls' lines can be told apart.
+    let _span = tracing::info_span!(
+        "call",
+        id = %protocol::cut_short(&id.to_string()),
+        tool = tool.name()
+    )
+    .entered();
     let token = meta
         .as_ref()
         .and_then(|meta| meta.get("progressToken"))

@@ -163,6 +163,12 @@ impl Server {
                 if era == Era::Modern
                     && let Some(background) = &config.background =>
             {
+                let _span = tracing::info_span!(
+                    "task",
+                    id = %protocol::cut_short(&id.to_string()),
+                    method
+                )
+                .entered();
                 crate::background::task_method(id, method, &params, config, background)?
             }
             _ => {

@@ -348,3 +348,35 @@ fn stdout_carries_protocol_only(sandbox: Sandbox) {
     );
     assert!(inbox.iter().all(|m| m["jsonrpc"] == "2.0"));
 }
+
+/// serve's log lines name the call they come from (a span with its request id and tool), so
+/// that the lines of two calls in flight can be told apart.
+#[test]
+fn log_lines_name_their_call() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().env("RUST_LOG", "debug").start();
+    let first = serve.send_call(json!({"program": "sleep", "args": ["5"]}), None);
+    let second = serve.send_call(json!({"program": "sleep", "args": ["5"]}), None);
+    std::thread::sleep(Duration::from_millis(300));
+    for id in [first, second] {
+        serve.send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": id}}),
+        );
+    }
+    let deadline = std::time::Instant::now() + ANSWER;
+    let said = |serve: &Serve, id: i64| {
+        serve.stderr().lines().any(|line| {
+            line.contains(&format!("call{{id={id} tool=\"command\"}}"))
+                && line.contains("call cancelled")
+        })
+    };
+    while !(said(&serve, first) && said(&serve, second)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line names each cancelled call: {}",
+            serve.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
