@@ -36,16 +36,18 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
     let line = line::serve_line(&request.serve_args, &home)?;
     let (config, skipped) = crate::cli::check_serve_line(&line.argv)
         .map_err(|refusal| format!("serve would refuse these arguments: {refusal}"))?;
-    // The sandbox as serve will run it: its program resolved to an absolute path.
+    // The flags as made above, then the sandbox as serve will run it: its program resolved to
+    // an absolute path (`serve_line` always puts in the `--`).
     let separator = line
         .argv
         .iter()
         .position(|w| w == "--")
         .unwrap_or(line.argv.len());
-    let words: Vec<OsString> = line.argv[..=separator.min(line.argv.len() - 1)]
+    let words: Vec<OsString> = line.argv[..separator]
         .iter()
-        .chain(config.sandbox.iter())
         .cloned()
+        .chain(std::iter::once(OsString::from("--")))
+        .chain(config.sandbox.iter().cloned())
         .collect();
     let args = words
         .into_iter()
