@@ -19,6 +19,7 @@ mod sweeps;
 mod task;
 mod task_result;
 mod wait;
+mod watcher;
 
 pub use list::list;
 pub use read::read;

@@ -20,7 +20,21 @@ both_sandboxes!(
     waiting_reads_sleep,
     a_wait_sees_through_rotations,
     bad_waits_are_refused,
+    a_read_wakes_for_its_own_run_only,
+    a_huge_output_file_costs_a_wait_no_more_than_its_cap,
 );
+
+/// How many inotify instances process `pid` holds.
+fn inotify_instances(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().contains("inotify"))
+                .count()
+        })
+        .unwrap_or(0)
+}
 
 /// A `read` with these arguments, allowed `within` to answer.
 fn read_within(serve: &mut Serve, arguments: Value, within: Duration) -> Value {
@@ -242,6 +256,12 @@ fn waiting_reads_sleep(sandbox: Sandbox) {
         before, after,
         "waiting reads (or the supervisor) woke while nothing was written"
     );
+    // They share the server's one inotify instance: a user has few of them.
+    assert_eq!(
+        inotify_instances(serve.pid()),
+        1,
+        "one inotify instance for all waiting reads"
+    );
     for call in calls {
         serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}));
     }
@@ -306,4 +326,78 @@ fn bad_waits_are_refused(sandbox: Sandbox) {
             text(&refused)
         );
     }
+}
+
+fn a_read_wakes_for_its_own_run_only(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
+    let mark = bg.marker();
+    let quiet = start(&mut serve, procs_args("linger", &mark, 60));
+    let call = send_tool(
+        &mut serve,
+        "read",
+        json!({"id": quiet, "wait_ms": 20_000}),
+        None,
+    );
+    let deadline = Instant::now() + ANSWER;
+    while threads(serve.pid(), "read ").is_empty() {
+        assert!(Instant::now() < deadline, "the read never waited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another run writes a line every 20 ms for 2 s; the quiet run's read sleeps through it.
+    start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "i=0; while [ $i -lt 100 ]; do echo $i; sleep 0.02; i=$((i+1)); done"]}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let reader = threads(serve.pid(), "read ");
+    let before: u64 = reader
+        .iter()
+        .map(|&tid| thread_sleeps(serve.pid(), tid))
+        .sum();
+    std::thread::sleep(Duration::from_secs(1));
+    let after: u64 = reader
+        .iter()
+        .map(|&tid| thread_sleeps(serve.pid(), tid))
+        .sum();
+    assert_eq!(
+        before, after,
+        "the quiet run's read woke for another run's output"
+    );
+    serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}));
+    assert_eq!(stopped_run(&stop(&mut serve, &quiet))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+fn a_huge_output_file_costs_a_wait_no_more_than_its_cap(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("linger", &mark, 60));
+    // Any program in the files folder can make a run's output file huge, and a sparse file
+    // costs it nothing.
+    let grown = serve.call(
+        json!({"program": "sh", "args": ["-c", format!("truncate -s 100G background/{id}.out")]}),
+    );
+    assert!(
+        !is_error(&grown) && text(&grown).contains("exited with code 0"),
+        "{grown}"
+    );
+    let asked = Instant::now();
+    let call = send_tool(
+        &mut serve,
+        "read",
+        json!({"id": id, "offset": 0, "wait_ms": 1000, "until": "never printed"}),
+        None,
+    );
+    let result = serve.call_result(call, Duration::from_secs(20));
+    let value = crate::serve::structured(&result);
+    assert_eq!(value["matched"], false, "{value}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "a wait of 1 s over a 100 GB file took {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+    wait_gone(&mark, Duration::from_secs(10));
 }

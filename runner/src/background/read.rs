@@ -20,7 +20,7 @@ use crate::protocol::Era;
 /// The longest `until` text.
 pub const UNTIL_BYTES: usize = 1024;
 /// How many bytes a waiting read searches at a time for its `until` text.
-const SEARCH_CHUNK: u64 = 64 * 1024;
+const SEARCH_CHUNK: u64 = 256 * 1024;
 
 /// The `read` tool. `None` when the call was cancelled while it waited: nothing is answered.
 pub fn read(
@@ -127,6 +127,12 @@ fn read_checked(
 
 /// Waits, as [`Wait`] asks, for output past `start` (or the `until` text in it), the run's
 /// end, or the time; `None` when the call was cancelled.
+///
+/// The watch is armed before the first look, so nothing written after that look is missed.
+/// One pass searches at most the run's output cap (`--background-output`) back from the end of
+/// its file, a chunk at a time, minding the deadline and the cancellation between chunks: a
+/// file made huge (a sparse one costs its program nothing) costs the read no more than the
+/// bytes a run may keep.
 fn wait_for(
     state: &StateDir,
     id: &RunId,
@@ -136,54 +142,75 @@ fn wait_for(
 ) -> Result<Option<Waited>, Answer> {
     let began = Instant::now();
     let deadline = began + Duration::from_millis(wait.ms);
-    let mut waker: Option<Waker> = None;
+    let mut waker = match Record::load(state, id) {
+        Ok(record) => Some(Waker::new(
+            &record.launch.files.join("background"),
+            state.path(),
+            id,
+        )),
+        // The look below says what is wrong.
+        Err(_) => None,
+    };
     // Where the search for `until` goes on from.
     let mut search = start;
     let mut time_up = false;
     loop {
+        if control.is_cancelled() {
+            return Ok(None);
+        }
         let look = read_bytes(state, id, Some(search), SEARCH_CHUNK)?;
         let running = look.record.status.is_running();
-        let mut found = None;
-        let mut searched_all = look.from + look.bytes.len() as u64 >= look.file_end;
-        match &wait.until {
-            Some(until) => {
-                if let Some(at) = find(&look.bytes, until) {
-                    found = Some(look.from + at as u64);
-                } else {
-                    // A match may straddle what was read and what comes next.
+        let cap = look.record.launch.limits.output_cap_bytes.max(SEARCH_CHUNK);
+        let end = look.from + look.bytes.len() as u64;
+        let mut searched_all = end >= look.file_end;
+        let found = match &wait.until {
+            Some(until) => match find(&look.bytes, until) {
+                Some(at) => Some(look.from + at as u64),
+                None => {
+                    // A match may straddle what was read and what comes next; and a pass
+                    // never goes back further than the cap from the file's end.
                     let overlap = until.len().saturating_sub(1) as u64;
-                    let end = look.from + look.bytes.len() as u64;
-                    search = end.saturating_sub(overlap).max(start).max(search);
-                    if !searched_all && search == look.from {
-                        // No progress possible (cannot happen with chunks longer than the
-                        // text): treat the rest as searched.
+                    let next = end.saturating_sub(overlap).max(search);
+                    search = next.max(look.file_end.saturating_sub(cap)).max(start);
+                    if !searched_all && next <= look.from {
                         searched_all = true;
                     }
+                    None
                 }
-            }
-            None => {
-                if look.file_end > start {
-                    found = Some(start);
-                }
-            }
+            },
+            None => (look.file_end > start).then_some(start),
+        };
+        if let Some(at) = found {
+            let matched = wait.until.is_some().then_some(at);
+            return Ok(Some(waited(began, matched)));
         }
-        if found.is_some() && wait.until.is_some() {
-            return Ok(Some(waited(began, found)));
+        if (!running || time_up) && searched_all {
+            return Ok(Some(waited(began, None)));
         }
-        if found.is_some() || (!running && searched_all) || (time_up && searched_all) {
-            return Ok(Some(waited(began, found.filter(|_| wait.until.is_some()))));
+        if Instant::now() >= deadline {
+            time_up = true;
+            if !searched_all {
+                // The time is up in the middle of a pass: what was not searched stays so.
+                return Ok(Some(waited(began, None)));
+            }
+            continue;
         }
         if !searched_all {
             continue;
         }
-        let waker = waker.get_or_insert_with(|| {
-            Waker::new(
-                &look.record.launch.files.join("background"),
-                state.path(),
-                id,
-            )
-        });
-        match waker.sleep(control, deadline) {
+        let slept = match waker.as_mut() {
+            Some(waker) => waker.sleep(control, deadline),
+            None => {
+                // Armed only now: look once more before sleeping.
+                waker = Some(Waker::new(
+                    &look.record.launch.files.join("background"),
+                    state.path(),
+                    id,
+                ));
+                Slept::Changed
+            }
+        };
+        match slept {
             Slept::Cancelled => return Ok(None),
             Slept::TimeUp => time_up = true,
             Slept::Changed => {}
