@@ -24,6 +24,7 @@ both_sandboxes!(
     a_lost_run_completes_as_an_error,
     a_task_outlives_the_serve_that_started_it,
     a_rotated_output_counts_as_read_counts_it,
+    a_task_shows_only_its_own_output,
 );
 
 /// The extension's identifier.
@@ -430,4 +431,34 @@ fn a_rotated_output_counts_as_read_counts_it(sandbox: Sandbox) {
         "{said}"
     );
     assert!(!is_error(&done["result"]));
+}
+
+fn a_task_shows_only_its_own_output(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = modern(&bg, &Flags::default());
+    let task = start_task(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "echo real-$((7*6))"]}),
+    );
+    let id = task["taskId"].as_str().expect("a task id").to_owned();
+    let done = wait_done(&mut serve, &id, Duration::from_secs(30));
+    assert!(text(&done["result"]).contains("real-42"), "{done}");
+    // Bytes appended after the end are not the run's.
+    let appended = serve.call(
+        json!({"program": "sh", "args": ["-c", format!("echo FAKE >> background/{id}.out")]}),
+    );
+    assert!(!is_error(&appended), "{appended}");
+    let again = get(&mut serve, &id);
+    let value = structured(&again["result"]);
+    assert_eq!(value["output"], "real-42\n", "{again}");
+    assert_eq!(value["output_bytes"], 8, "{again}");
+    // Another file renamed over the run's: not shown, and said so.
+    let replaced = serve.call(json!({"program": "sh", "args": ["-c", format!("echo FAKE > x && mv x background/{id}.out")]}));
+    assert!(!is_error(&replaced), "{replaced}");
+    let again = get(&mut serve, &id);
+    let said = text(&again["result"]);
+    assert!(
+        !said.contains("FAKE") && said.contains("replaced"),
+        "{said}"
+    );
 }

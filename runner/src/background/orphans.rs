@@ -63,7 +63,7 @@ pub fn notice_orphan(background: &Background, record: &mut Record) -> bool {
         lock::try_lock_existing(&state, &record.id),
         Ok(LockState::Free(_))
     );
-    if orphaned {
+    if orphaned && sweep_due() {
         tracing::info!(id = %record.id, "a task's run whose supervisor is gone; sweeping");
         super::sweeps::start_sweep(background);
     }
@@ -72,6 +72,22 @@ pub fn notice_orphan(background: &Background, record: &mut Record) -> bool {
         record.output = kept.output;
     }
     orphaned && record.status.is_running()
+}
+
+/// The least time between two sweeps that tasks' polls start: a client polls every 250 ms at
+/// most, and a sweep that could not record a run's end would otherwise be started at each.
+const TASK_SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Whether a task's poll may start a sweep now (at most one per [`TASK_SWEEP_EVERY`] for this
+/// server).
+fn sweep_due() -> bool {
+    static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let mut last = crate::sync::lock(&LAST);
+    let due = last.is_none_or(|at| at.elapsed() >= TASK_SWEEP_EVERY);
+    if due {
+        *last = Some(Instant::now());
+    }
+    due
 }
 
 /// Starts a sweep for the orphans (indexes into `records`) and waits up to [`SWEEP_WAIT`] for

@@ -41,21 +41,25 @@ pub fn live(record: &Record) -> Live {
     let mut message = format!("running for {}", took(elapsed));
     let mut updated = record.started_at_ms;
     let mut bytes = record.output.written_bytes;
+    let mut line = None;
+    // Only the file the record names is the run's: a program in the files folder may have
+    // put another one under its name.
     if let Ok(Some(file)) = output_file(record)
+        && record.output.file == lnk_common::record::FileId::of(&file).ok()
         && let Ok(meta) = file.metadata()
     {
-        if record.output.file == lnk_common::record::FileId::of(&file).ok() {
-            bytes = bytes.max(record.output.dropped_bytes.saturating_add(meta.len()));
-        }
+        bytes = bytes.max(record.output.dropped_bytes.saturating_add(meta.len()));
         if let Ok(modified) = meta.modified() {
-            updated = UnixMs::from_system_time(modified);
+            // The program can set its file's time: kept between the start and now.
+            updated = UnixMs::from_system_time(modified)
+                .max(record.started_at_ms)
+                .min(UnixMs::now());
         }
-        let _ = write!(message, "; {bytes} bytes of output");
-        if let Some(line) = last_line(&file, meta.len()) {
-            let _ = write!(message, "; last line: {line}");
-        }
-    } else {
-        let _ = write!(message, "; {bytes} bytes of output");
+        line = last_line(&file, meta.len());
+    }
+    let _ = write!(message, "; {bytes} bytes of output");
+    if let Some(line) = line {
+        let _ = write!(message, "; last line: {line}");
     }
     Live { message, updated }
 }
@@ -119,30 +123,30 @@ pub fn how_it_ended(record: &Record, cancelled: bool) -> String {
 /// `--output`; a refusal (`isError`) only for a run that was lost.
 pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
     let dropped = record.output.dropped_bytes;
+    // What the record says the run wrote, once it has ended; a run whose supervisor died may
+    // have written more than its record says, which the file then holds.
+    let lost = record.status.state() == lnk_common::status::State::Lost;
+    let recorded = record.output.written_bytes.saturating_sub(dropped);
+    let unread = |problem: String| (HeadTail::new(0), 0, Some(problem));
     let (kept, file_bytes, problem) = match output_file(record) {
-        Ok(Some(file)) => match ends(&file, config.output) {
+        Ok(Some(file)) if record.output.file != lnk_common::record::FileId::of(&file).ok() => {
+            unread("its output file was replaced by another one, which is not shown".to_owned())
+        }
+        Ok(Some(file)) => match ends(&file, config.output, (!lost).then_some(recorded)) {
             Ok((kept, len)) => (kept, len, None),
-            Err(e) => (
-                HeadTail::new(0),
-                0,
-                Some(format!("its output cannot be read: {e}")),
-            ),
+            Err(e) => unread(format!("its output cannot be read: {e}")),
         },
-        Ok(None) => (
-            HeadTail::new(0),
-            0,
-            Some("its output file is gone".to_owned()),
-        ),
-        Err(e) => (
-            HeadTail::new(0),
-            0,
-            Some(format!("its output cannot be read: {e}")),
-        ),
+        Ok(None) => unread("its output file is gone".to_owned()),
+        Err(e) => unread(format!("its output cannot be read: {e}")),
     };
-    let output_bytes = record
-        .output
-        .written_bytes
-        .max(dropped.saturating_add(file_bytes));
+    let output_bytes = if lost {
+        record
+            .output
+            .written_bytes
+            .max(dropped.saturating_add(file_bytes))
+    } else {
+        record.output.written_bytes
+    };
     let rendered = kept.render();
     let left_out = rendered.left_out;
     let shown = render::shown(rendered);
@@ -196,10 +200,10 @@ fn output_file(record: &Record) -> Result<Option<File>, String> {
         .map_err(|e| lnk_common::Causes(&e).to_string())
 }
 
-/// The head and tail of `file` within `limit` bytes, and its length: only its two ends are
-/// read.
-fn ends(file: &File, limit: u64) -> std::io::Result<(HeadTail, u64)> {
-    let len = file.metadata()?.len();
+/// The head and tail of `file` within `limit` bytes, and its length (at most `most` when
+/// given: bytes past it are not the run's): only its two ends are read.
+fn ends(file: &File, limit: u64, most: Option<u64>) -> std::io::Result<(HeadTail, u64)> {
+    let len = file.metadata()?.len().min(most.unwrap_or(u64::MAX));
     let mut kept = HeadTail::new(limit);
     let half = limit / 2;
     if len <= half.saturating_mul(2) {
@@ -246,11 +250,30 @@ fn last_line(file: &File, len: u64) -> Option<String> {
     Some(lnk_common::summary::cut(&one_line(line), SHOWN_CHARS))
 }
 
-/// `text` with every control character shown as a space, so that a status stays one line.
+/// `text` with every control character, line or paragraph separator, and invisible format
+/// character (direction overrides, zero-width characters) shown as a space, so that a status
+/// stays one line and reads as it shows.
 fn one_line(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if is_invisible(c) { ' ' } else { c })
         .collect()
+}
+
+/// Control characters (Cc), separators of lines and paragraphs (Zl, Zp) and format characters
+/// (Cf).
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+        )
 }
 
 /// A duration as a person reads it: `850 ms`, `4.2 s`, `3m 12s`, `2h 5m`.
@@ -282,6 +305,7 @@ mod tests {
     #[test]
     fn a_status_line_stays_one_line() {
         assert_eq!(one_line("a\tb\u{1b}[1mc"), "a b [1mc");
+        assert_eq!(one_line("x\u{2028}y\u{202E}z\u{200B}"), "x y z ");
     }
 
     #[test]
@@ -293,14 +317,17 @@ mod tests {
             .collect();
         std::fs::write(&path, &body).unwrap_or_else(|e| panic!("{e}"));
         let file = File::open(&path).unwrap_or_else(|e| panic!("{e}"));
-        let (kept, len) = ends(&file, 64).unwrap_or_else(|e| panic!("{e}"));
+        let (kept, len) = ends(&file, 64, None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(len, body.len() as u64);
         let rendered = kept.render();
         assert!(rendered.head.starts_with("0\n1\n2\n"), "{}", rendered.head);
         assert!(rendered.tail.ends_with("9998\n9999\n"), "{}", rendered.tail);
         assert_eq!(rendered.left_out, len - 64);
         assert_eq!(last_line(&file, len).as_deref(), Some("9999"));
-        let (short, _) = ends(&file, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+        let (short, _) = ends(&file, 1 << 20, None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(short.render().left_out, 0);
+        // Bytes past what the run wrote are not shown.
+        let (cut, len) = ends(&file, 1 << 20, Some(4)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((cut.render().head.as_str(), len), ("0\n1\n", 4));
     }
 }
