@@ -76,7 +76,7 @@ fn blocks(readme: &str) -> Vec<Block> {
         }
         previous = line;
     }
-    assert!(open.is_none(), "README.md ends inside a fenced block");
+    assert!(open.is_none(), "the docs end inside a fenced block");
     found
 }
 
@@ -95,7 +95,7 @@ fn server_entries(block: &Block, value: &Value) -> Vec<Entry> {
         .and_then(Value::as_object);
     let mut entries = Vec::new();
     for (name, server) in servers.into_iter().flatten() {
-        let place = format!("README.md:{} ({name})", block.line);
+        let place = format!("the docs, line {} ({name})", block.line);
         let command = server["command"]
             .as_str()
             .unwrap_or_else(|| panic!("{place}: the entry has no `command` string"))
@@ -124,14 +124,14 @@ fn parse(block: &Block, text: &str) -> Value {
     match block.lang.as_str() {
         "json" => serde_json::from_str(text).unwrap_or_else(|err| {
             panic!(
-                "README.md:{}: the JSON block does not parse: {err}",
+                "the docs, line {}: the JSON block does not parse: {err}",
                 block.line
             )
         }),
         "toml" => {
             let table: toml::Table = toml::from_str(text).unwrap_or_else(|err| {
                 panic!(
-                    "README.md:{}: the TOML block does not parse: {err}",
+                    "the docs, line {}: the TOML block does not parse: {err}",
                     block.line
                 )
             });
@@ -150,9 +150,9 @@ fn config_blocks(readme: &str) -> Vec<Block> {
 
 #[test]
 fn every_json_and_toml_block_parses() {
-    let readme = readme::README;
+    let readme = readme::DOCS;
     let configs = config_blocks(readme);
-    assert!(!configs.is_empty(), "README.md has no JSON or TOML block");
+    assert!(!configs.is_empty(), "the docs have no JSON or TOML block");
     for block in &configs {
         parse(block, &block.text);
     }
@@ -160,7 +160,7 @@ fn every_json_and_toml_block_parses() {
 
 #[test]
 fn every_host_entry_names_the_binaries_and_paths_the_readme_assumes() {
-    let readme = readme::README;
+    let readme = readme::DOCS;
     let mut seen = 0;
     for block in config_blocks(readme) {
         for entry in server_entries(&block, &parse(&block, &block.text)) {
@@ -188,14 +188,14 @@ fn every_host_entry_names_the_binaries_and_paths_the_readme_assumes() {
     // Claude Code, Codex, Gemini CLI and Claude Desktop each have one.
     assert!(
         seen >= 4,
-        "README.md has {seen} server entries, fewer than its hosts"
+        "the docs have {seen} server entries, fewer than its hosts"
     );
 }
 
 #[test]
 fn every_host_entry_ends_with_the_recommended_sandbox_line() {
     let line = readme::recommended_elements();
-    let readme = readme::README;
+    let readme = readme::DOCS;
     for block in config_blocks(readme) {
         for entry in server_entries(&block, &parse(&block, &block.text)) {
             let at = entry
@@ -216,8 +216,12 @@ fn every_host_entry_ends_with_the_recommended_sandbox_line() {
 /// The words of a README `sh` block, lines joined at a trailing `\`.
 fn shell_words(block: &Block) -> Vec<String> {
     let joined = block.text.replace("\\\n", " ");
-    shlex::split(&joined)
-        .unwrap_or_else(|| panic!("README.md:{}: the command line does not split", block.line))
+    shlex::split(&joined).unwrap_or_else(|| {
+        panic!(
+            "the docs, line {}: the command line does not split",
+            block.line
+        )
+    })
 }
 
 /// The arguments a one-line command passes to `lnk-link-run`: the words after its path.
@@ -228,7 +232,7 @@ fn args_after_binary(block: &Block) -> Vec<String> {
         .position(|w| w == "/home/me/.cargo/bin/lnk-link-run")
         .unwrap_or_else(|| {
             panic!(
-                "README.md:{}: the command line does not start lnk-link-run",
+                "the docs, line {}: the command line does not start lnk-link-run",
                 block.line
             )
         });
@@ -242,18 +246,18 @@ fn args_after_binary(block: &Block) -> Vec<String> {
 
 #[test]
 fn the_one_line_commands_pass_what_the_entries_hold() {
-    let readme = readme::README;
+    let readme = readme::DOCS;
     let all = blocks(readme);
     let entry_args = |name: &str| -> Vec<String> {
         let block = all
             .iter()
             .find(|b| b.entry.as_deref() == Some(name))
-            .unwrap_or_else(|| panic!("README.md has no block after <!-- host-entry: {name} -->"));
+            .unwrap_or_else(|| panic!("the docs have no block after <!-- host-entry: {name} -->"));
         let entries = server_entries(block, &parse(block, &block.text));
         assert_eq!(
             entries.len(),
             1,
-            "README.md:{}: one server entry",
+            "the docs, line {}: one server entry",
             block.line
         );
         entries
@@ -273,12 +277,12 @@ fn the_one_line_commands_pass_what_the_entries_hold() {
             .iter()
             .find(|b| b.entry.as_deref() == Some(line_name))
             .unwrap_or_else(|| {
-                panic!("README.md has no block after <!-- host-entry: {line_name} -->")
+                panic!("the docs have no block after <!-- host-entry: {line_name} -->")
             });
         assert_eq!(
             args_after_binary(block),
             entry_args(entry_name),
-            "README.md:{}: the `{line_name}` line and the `{entry_name}` entry start different servers",
+            "the docs, line {}: the `{line_name}` line and the `{entry_name}` entry start different servers",
             block.line
         );
     }
@@ -387,7 +391,7 @@ fn every_host_entry_starts_serve_as_written() {
     if !Sandbox::Bwrap.usable() {
         return;
     }
-    let readme = readme::README;
+    let readme = readme::DOCS;
     let mut started = 0;
     for block in config_blocks(readme) {
         if server_entries(&block, &parse(&block, &block.text)).is_empty() {
@@ -404,4 +408,134 @@ fn every_host_entry_starts_serve_as_written() {
         }
     }
     assert!(started >= 4, "only {started} server entries were started");
+}
+
+/// The README's three commands, as a newcomer runs them on a fresh home: the binaries where
+/// `scripts/install.sh` puts them (linked here, the build standing for the install), then the
+/// `config` line as written (the shell's `~` expanded to that home), then the host starting
+/// the server `config` wrote: it must answer `tools/list` and run `ls` in the agent's folder.
+/// (`scripts/hosts/run.sh` starts Claude Code itself on such an entry.)
+#[test]
+fn the_readme_quickstart_gives_a_working_server() {
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    let readme = include_str!("../README.md");
+    let marker = "<!-- quickstart: claude-code -->\n```sh\n";
+    let at = readme
+        .find(marker)
+        .unwrap_or_else(|| panic!("README.md has no `{}`", marker.trim()));
+    let block = &readme[at + marker.len()..];
+    let block = &block[..block.find("\n```").expect("the quickstart block is closed")];
+    let lines: Vec<&str> = block.split_inclusive('\n').collect();
+    assert_eq!(
+        lines.first().map(|l| l.trim()),
+        Some("scripts/install.sh"),
+        "{block}"
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.trim() == "cd ~/work && claude"),
+        "{block}"
+    );
+    let config: String = lines[1..lines.len() - 1].concat();
+    let home = fresh_home();
+    let home_str = sandbox::path_str(&home.path);
+    let words = shlex::split(&config.replace("\\\n", " ")).expect("the config line splits");
+    assert_eq!(words[0], "~/.cargo/bin/lnk-link-run", "{config}");
+    // What the shell does with `~` before `config` sees it.
+    let words: Vec<String> = words
+        .iter()
+        .map(|w| w.replacen('~', &home_str, usize::from(w.starts_with('~'))))
+        .collect();
+    let out = std::process::Command::new(&words[0])
+        .args(&words[1..])
+        .env_clear()
+        .env("HOME", &home.path)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .expect("running the README's config line");
+    assert!(
+        out.status.success(),
+        "the README's config line failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value = serde_json::from_slice(
+        &std::fs::read(home.path.join(".claude.json")).expect("config wrote ~/.claude.json"),
+    )
+    .expect("~/.claude.json is JSON");
+    let server = &written["mcpServers"]["link-run"];
+    let entry = Entry {
+        place: "the README's quickstart".into(),
+        command: server["command"].as_str().expect("a command").to_owned(),
+        args: server["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("a string").to_owned())
+            .collect(),
+    };
+    run_entry(&entry);
+}
+
+/// Every relative link of the README and of `docs/`, and every `docs/` page they name, exists.
+#[test]
+fn every_link_of_the_docs_leads_somewhere() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lies in the workspace");
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let path = entry.expect("a docs entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("a page");
+        let folder = page.parent().expect("a folder");
+        for target in markdown_links(&text) {
+            let path = target.split('#').next().unwrap_or_default();
+            if path.is_empty() || path.contains("://") || path.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            assert!(
+                folder.join(path).exists(),
+                "{}: the link `{target}` leads nowhere",
+                page.display()
+            );
+        }
+        for named in text.split(|c: char| c.is_whitespace() || "`()[]|,;:".contains(c)) {
+            if let Some(rest) = named.strip_prefix("docs/")
+                && rest.ends_with(".md")
+            {
+                assert!(
+                    root.join("docs").join(rest).exists(),
+                    "{}: names docs/{rest}, which does not exist",
+                    page.display()
+                );
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} links were found");
+}
+
+/// The targets of the Markdown links `[text](target)` of `text`.
+fn markdown_links(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        match after.find(')') {
+            Some(end) if !after[..end].contains(char::is_whitespace) => {
+                found.push(after[..end].to_owned());
+                rest = &after[end..];
+            }
+            _ => rest = after,
+        }
+    }
+    found
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real MCP hosts against Link Run, end to end: Claude Code, Codex CLI and Gemini CLI, each run
-# headless for one turn against a stand-in model API on 127.0.0.1, with the README's own host
-# entries as their config (hosts.py says how), and the README's one-line `mcp add` commands and
+# headless for one turn against a stand-in model API on 127.0.0.1, with docs/hosts.md's own host
+# entries as their config (hosts.py says how), and its one-line `mcp add` commands and
 # MCP Inspector line run as written. Claude Code is also driven in its interactive interface, on
 # a pseudo-terminal, for its MCP tasks: a background run's end brought by Claude Code itself,
 # and its TaskStop stopping a run.
@@ -65,5 +65,5 @@ netns=(unshare --net)
 "${netns[@]}" true 2>/dev/null || skip "cannot make a network namespace here (${netns[*]})"
 
 exec "${netns[@]}" -- sh -c 'ip link set lo up && exec "$@"' sh \
-    python3 "$here/hosts.py" --readme README.md --bin "$bin" --cache "$cache" \
+    python3 "$here/hosts.py" --readme docs/hosts.md --bin "$bin" --cache "$cache" \
         --evidence "$evidence" "$@"

@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::home::{Home, stderr, strings};
-use crate::readme::README;
+use crate::readme::DOCS;
 use crate::sandbox::{Sandbox, path_str};
 
 /// The block right after `<!-- host-entry: NAME -->`, with `/home/me` replaced by `home`.
 fn block(name: &str, home: &Path) -> String {
     let mark = format!("<!-- host-entry: {name} -->\n```");
-    let at = README
+    let at = DOCS
         .find(&mark)
         .unwrap_or_else(|| panic!("README.md has no {mark:?}"));
-    let body = &README[at + mark.len()..];
+    let body = &DOCS[at + mark.len()..];
     let body = &body[body.find('\n').unwrap() + 1..];
     body[..body.find("\n```").unwrap()].replace("/home/me", &path_str(home))
 }

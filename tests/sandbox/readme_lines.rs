@@ -2,12 +2,12 @@
 //! JSON, TOML or shell block that starts serve under bubblewrap ends serve's arguments with
 //! exactly the elements of "### The recommended sandbox line", so the line the check and the
 //! hostile payloads prove safe is the one people paste.
-use crate::readme::{README, recommended_elements};
+use crate::readme::{DOCS, recommended_elements};
 
 /// The fenced blocks of the README: (info string, body).
 fn blocks() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut lines = README.lines();
+    let mut lines = DOCS.lines();
     while let Some(line) = lines.next() {
         let Some(info) = line.trim_start().strip_prefix("```") else {
             continue;

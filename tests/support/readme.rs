@@ -1,11 +1,20 @@
-//! The README's recommended sandbox line, read from README.md itself, so that the tests run the
-//! line a person copies and nothing else: the block under "### The recommended sandbox line" is
+//! The recommended sandbox line, read from the documentation itself (`docs/sandbox.md`), so that
+//! the tests run the line a person copies and nothing else: the block under "### The
+//! recommended sandbox line" is
 //! the elements of a JSON (and TOML) array, `"--", "/usr/bin/bwrap", …`, with `/home/me/work`
 //! standing for the files folder.
 use std::path::Path;
 
-/// The README, as built into the tests (a change to it rebuilds them).
-pub const README: &str = include_str!("../../README.md");
+/// What a person copies from: the README and the pages of `docs/` that hold lines to copy
+/// (the hosts' entries, the recommended sandbox line), one after the other, as built into the
+/// tests (a change to any of them rebuilds them).
+pub const DOCS: &str = concat!(
+    include_str!("../../README.md"),
+    "\n",
+    include_str!("../../docs/hosts.md"),
+    "\n",
+    include_str!("../../docs/sandbox.md"),
+);
 
 /// The heading of the recommended line's subsection.
 pub const HEADING: &str = "### The recommended sandbox line";
@@ -15,10 +24,10 @@ pub const FILES_PLACEHOLDER: &str = "/home/me/work";
 
 /// The first fenced block after `heading` in the README, without its fences.
 pub fn block_after(heading: &str) -> String {
-    let at = README
+    let at = DOCS
         .find(heading)
-        .unwrap_or_else(|| panic!("README.md has no `{heading}`"));
-    let rest = &README[at..];
+        .unwrap_or_else(|| panic!("the docs have no `{heading}`"));
+    let rest = &DOCS[at..];
     let open = rest
         .find("\n```")
         .unwrap_or_else(|| panic!("no fenced block after `{heading}`"));
