@@ -64,6 +64,10 @@ mod resident;
 /// supervisors than a user has inotify instances.
 #[path = "background/scale.rs"]
 mod scale;
+/// A run's stdin (issue 18): `input`, interactive runs driven with `write`, the refusals, and
+/// who can reach a run's stdin channel.
+#[path = "background/stdin.rs"]
+mod stdin;
 /// Background runs as MCP tasks: a declared `start` answers a task, `tasks/get` follows it to
 /// its end, `tasks/cancel` stops it; never a task unless asked.
 #[path = "background/tasks.rs"]

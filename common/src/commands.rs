@@ -4,7 +4,7 @@
 //!
 //! | command line | started by |
 //! |---|---|
-//! | `lnk-link-supervise supervise <id> --state <state>` | `start`, once per run, with the run's locked lock file as stdin and its slot as stdout |
+//! | `lnk-link-supervise supervise <id> --state <state> [--input]` | `start`, once per run, with the run's locked lock file as stdin, its slot as stdout, and with `--input` the run's input on fd 3 |
 //! | `lnk-link-supervise sweep <state>` | `serve`, at its start and then every minute |
 
 /// The supervisor's executable name; `serve` looks for it beside its own executable.
@@ -16,5 +16,8 @@ pub const SWEEP: &str = "sweep";
 /// The flag `lnk-link-run` adds to a `supervise` or `sweep` it starts for itself: fork away
 /// first, so that the process that goes on is not its child.
 pub const DETACHED: &str = "detached";
+/// The long flag (without its dashes) that says a run's `input` waits on the supervisor's fd 3,
+/// a pipe that `start` filled and closed ([`crate::stdin`]).
+pub const INPUT: &str = "input";
 /// The long flag (without its dashes) that names the state folder of a run to supervise.
 pub const STATE: &str = "state";

@@ -7,6 +7,7 @@
 //! <state>/<id>.stop             present: the run is asked to stop (`tasks/cancel\n`: by its task's client)
 //! <state>/<id>.damaged          a record a sweep could not read, moved aside for a person
 //! <state>/<id>.log              the run's supervisor's log (its stderr), removed with the run
+//! <state>/<id>.in               an interactive run's stdin channel (a socket, see crate::stdin)
 //! <state>/sweep.log             the log of the sweeps serve starts
 //! <state>/.tmp-<random>         a temporary file (record being written, lock being created)
 //! <files>/background/<id>.out   the run's output (stdout and stderr together)
@@ -45,6 +46,8 @@ pub const STOP_SUFFIX: &str = ".stop";
 pub const DAMAGED_SUFFIX: &str = ".damaged";
 /// Suffix of a run's supervisor log: `<id>.log`.
 pub const LOG_SUFFIX: &str = ".log";
+/// Suffix of an interactive run's stdin channel: `<id>.in` (a Unix socket, [`crate::stdin`]).
+pub const STDIN_SUFFIX: &str = ".in";
 /// The sweeps' log, shared by every sweep of the folder.
 pub const SWEEP_LOG: &str = "sweep.log";
 /// A log longer than this when it is opened starts again empty, so logs stay bounded.
@@ -145,6 +148,11 @@ impl StateDir {
     /// `<state>/<id>.log`: the run's supervisor writes its log (its stderr) here.
     pub fn log(&self, id: &RunId) -> PathBuf {
         self.path.join(format!("{id}{LOG_SUFFIX}"))
+    }
+
+    /// `<state>/<id>.in`: an interactive run's stdin channel ([`crate::stdin`]).
+    pub fn stdin_channel(&self, id: &RunId) -> PathBuf {
+        self.path.join(format!("{id}{STDIN_SUFFIX}"))
     }
 
     /// Gives back the room run `id`'s log reserved past its end ([`StateDir::open_log`]),
@@ -316,6 +324,8 @@ pub struct RunFiles {
     pub damaged: bool,
     /// `<id>.log`.
     pub log: bool,
+    /// `<id>.in`.
+    pub stdin: bool,
 }
 
 impl Listing {
@@ -351,6 +361,7 @@ impl Listing {
             (STOP_SUFFIX, Role::Stop),
             (DAMAGED_SUFFIX, Role::Damaged),
             (LOG_SUFFIX, Role::Log),
+            (STDIN_SUFFIX, Role::Stdin),
         ]
         .into_iter()
         .find_map(|(suffix, role)| {
@@ -368,6 +379,7 @@ impl Listing {
             Role::Stop => files.stop = true,
             Role::Damaged => files.damaged = true,
             Role::Log => files.log = true,
+            Role::Stdin => files.stdin = true,
         }
     }
 }
@@ -380,6 +392,7 @@ enum Role {
     Stop,
     Damaged,
     Log,
+    Stdin,
 }
 
 /// `<id>.json`.
@@ -473,6 +486,7 @@ mod tests {
             "bbbbbbbbbbbb.stop",
             "cccccccccccc.damaged",
             "cccccccccccc.log",
+            "cccccccccccc.in",
             "sweep.log",
             ".tmp-xyz",
             "notes.txt",
@@ -506,7 +520,7 @@ mod tests {
                 ..RunFiles::default()
             }
         );
-        assert!(listing.runs[&c].damaged && listing.runs[&c].log);
+        assert!(listing.runs[&c].damaged && listing.runs[&c].log && listing.runs[&c].stdin);
         assert!(listing.sweep_log);
         assert_eq!(listing.record_ids().collect::<Vec<_>>(), vec![&a]);
         assert_eq!(listing.temporaries, vec![dir.path().join(".tmp-xyz")]);

@@ -21,6 +21,7 @@
 //! | `<id>.lock` | exclusive flock held by the run's supervisor for its whole life; 4 KiB reserved in it (length 0) where the supervisor keeps the run's end when the record cannot be written ([`record::KeptEnd`]) |
 //! | `<id>.stop` | present (a regular file of the user's): the run is asked to stop; holding `tasks/cancel\n`, the stop was its task's client's ([`cancel`]) and the run's task reads `cancelled` |
 //! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty; each reserves 64 KiB past its end so that a full disk can still be reported in it |
+//! | `<id>.in` | an interactive run's stdin channel: a Unix socket (0600) on which its supervisor answers `write` ([`stdin`]); removed when the run ends, by its supervisor or by the sweep that records it lost |
 //! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
 //! | `index/…` | the index: names (hard links of the run's lock) that say which runs may run, when each started, when each is due, which are untold ([`index`]) |
@@ -170,6 +171,7 @@ pub mod resident;
 pub mod safe_open;
 pub mod slot;
 pub mod status;
+pub mod stdin;
 pub mod stop;
 pub mod summary;
 pub mod time;

@@ -102,6 +102,10 @@ pub struct Launch {
     pub hops: u32,
     /// Where and as whom to tell the end; `null` when `serve` had no way in (never told).
     pub tell_to: Option<TellTo>,
+    /// How the run's stdin is set up ([`crate::stdin`]); absent for an empty stdin that ends
+    /// at once, as in older records.
+    #[serde(default, skip_serializing_if = "crate::stdin::Stdin::is_default")]
+    pub stdin: crate::stdin::Stdin,
 }
 
 /// The program of a run.

@@ -33,6 +33,7 @@ fn launch(tell: bool) -> Launch {
             agent: AgentId::parse("ada").unwrap(),
             keyring: "/k".into(),
         }),
+        stdin: Default::default(),
     }
 }
 

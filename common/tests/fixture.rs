@@ -273,3 +273,34 @@ fn fields_a_newer_build_wrote_survive_a_rewrite_at_every_level() {
         original["future_top_level_field"]
     );
 }
+
+/// A run started with `input` on a terminal of its own (issue 18): `launch.stdin` is read, and
+/// a record without it (every older one) means an empty stdin that ends at once. A build from
+/// before the field keeps it as an unknown field of `launch` and writes it back, so such a
+/// record also survives an older `list`, `stop` or sweep.
+#[test]
+fn interactive_record_v1() {
+    use lnk_common::stdin::{Mode, Stdin, TermSize};
+    let r = load_fixture("record-v1-interactive.json", "q7w8e9r0t1y2u3i4o5p6");
+    assert_eq!(
+        r.launch.stdin,
+        Stdin {
+            input_bytes: 12,
+            mode: Mode::Tty(TermSize {
+                cols: 120,
+                rows: 40
+            }),
+        }
+    );
+    assert!(r.launch.stdin.stays_open());
+    assert!(r.nested_unknown.is_empty(), "every field is known");
+    let again = Record::from_json(&r.to_json().unwrap(), Path::new("again.json")).unwrap();
+    assert_eq!(again.launch.stdin, r.launch.stdin, "written back as read");
+    let older = load_fixture("record-v1-running.json", "a0b1c2d3e4f5g6h7i8j9");
+    assert!(older.launch.stdin.is_default() && !older.launch.stdin.stays_open());
+    let written = String::from_utf8(older.to_json().unwrap()).unwrap();
+    assert!(
+        !written.contains("stdin"),
+        "an empty stdin is not written: {written}"
+    );
+}

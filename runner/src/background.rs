@@ -1,4 +1,4 @@
-//! Background runs, on the runner's side: the `start`, `list`, `read` and `stop` tools, and
+//! Background runs, on the runner's side: the `start`, `list`, `read`, `write` and `stop` tools, and
 //! each run as an MCP task (`tasks/get`, `tasks/cancel`, `tasks/update`).
 //!
 //! The runner never supervises: `start` writes the record and hands the run's locked lock
@@ -14,12 +14,14 @@ mod output;
 mod read;
 mod schema;
 mod start;
+mod stdin;
 mod stop;
 mod sweeps;
 mod task;
 mod task_result;
 mod wait;
 mod watcher;
+mod write;
 
 pub use list::list;
 pub use read::read;
@@ -28,3 +30,4 @@ pub use start::{META_HOPS, META_THREAD, start};
 pub use stop::stop;
 pub use sweeps::start_sweeps;
 pub use task::task_method;
+pub use write::write;

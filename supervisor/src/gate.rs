@@ -59,17 +59,20 @@ pub struct Gate {
 
 impl Gate {
     /// Starts the gate of `record`'s run in the folder `cwd` is a handle on, with `gate_read`
-    /// as its stdin (the open byte comes there) and `out_write` as its stdout and stderr (the
-    /// run's output).
+    /// as its stdin (the open byte comes there), `out_write` as its stdout and stderr (the
+    /// run's output), and `run_stdin` (above fd 4), when given, as its fd 4: the sandbox's
+    /// stdin once the gate is opened (else `/dev/null`).
     pub fn start(
         record: &Record,
         cwd: &OwnedFd,
         gate_read: OwnedFd,
         out_write: OwnedFd,
+        run_stdin: Option<OwnedFd>,
     ) -> Result<Gate> {
         let (read, write) = report::pipe().context("making the gate's report pipe")?;
         let mut options = Options::new(record.launch.argv(), RUN_STOP_GRACE, LEFTOVER_GRACE);
         options.wait_open = true;
+        options.run_stdin = run_stdin.is_some();
         options.hold_start = hold::path_for(Step::RunReaper);
         options.hold_exec = hold::path_for(Step::RunExec);
         let out_write = File::from(out_write);
@@ -85,9 +88,9 @@ impl Gate {
             .stderr(Stdio::from(err_write));
         // The supervisor's environment (serve's, inherited) reaches neither the gate nor the
         // sandbox: `prepare` clears it, and the gate execs the sandbox with an empty one.
-        launch::prepare(&mut command, Some(cwd.as_fd()), &write);
+        launch::prepare_gate(&mut command, Some(cwd.as_fd()), &write, run_stdin.as_ref());
         let child = command.spawn().context("starting the gate")?;
-        drop(write);
+        drop((write, run_stdin));
         let reports = Reports::new(read).context("reading the gate's reports")?;
         Ok(Gate { child, reports })
     }

@@ -40,6 +40,9 @@ enum Command {
         /// Fork away first (`lnk-link-run` starts it so).
         #[arg(long = commands::DETACHED, hide = true)]
         detached: bool,
+        /// The run's input waits on fd 3, a pipe (`lnk-link-run` hands it over so).
+        #[arg(long = commands::INPUT, hide = true)]
+        input: bool,
     },
     /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
     #[command(name = commands::SWEEP)]
@@ -92,7 +95,9 @@ pub fn main() -> ExitCode {
         detach::fork_away();
     }
     let result = match cli.command {
-        Command::Supervise { id, state, .. } => supervise::run(&id, state),
+        Command::Supervise {
+            id, state, input, ..
+        } => supervise::run(&id, state, input),
         Command::Sweep { state, .. } => sweep::run(&state).map(|report| {
             tracing::info!(?report, "swept");
         }),

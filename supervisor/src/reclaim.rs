@@ -35,6 +35,13 @@ const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// is left of the run when it is surely its own. Whether anything was signalled.
 pub fn mark_lost(state: &StateDir, record: &mut Record, _lock: &LockGuard) -> anyhow::Result<bool> {
     let killed = kill_run(record);
+    // An interactive run's stdin channel, which its supervisor would have removed.
+    let channel = state.stdin_channel(&record.id);
+    if let Err(err) = std::fs::remove_file(&channel)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(id = %record.id, "removing {}: {err}", channel.display());
+    }
     record.status = Status::Lost {
         ended_at_ms: UnixMs::now(),
         exit: None,

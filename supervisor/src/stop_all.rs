@@ -71,6 +71,9 @@ pub fn remove(path: &Path) -> Result<()> {
         if files.log {
             remove_name(&state.log(id))?;
         }
+        if files.stdin {
+            remove_name(&state.stdin_channel(id))?;
+        }
     }
     remove_folder(&state.path().join(lnk_common::slot::SLOTS_DIR))?;
     remove_folder(&state.path().join(lnk_common::layout::TEMP_DIR))?;

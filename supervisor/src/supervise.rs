@@ -19,9 +19,11 @@
 //!    it all, SIGKILL two seconds later;
 //! 6. once the gate has ended (it kills leftovers a second after the sandbox's end), kill
 //!    whatever it left reparented here (a gate that was killed), and read the rest of the pipe;
+//!    An interactive run's stdin channel is in that same `poll` ([`stdin`]);
 //! 7. record the end, then tell it (when the run has a way in).
 
 mod quit;
+mod stdin;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -58,11 +60,12 @@ const PIPE_SIZE: usize = 1024 * 1024;
 /// kill the supervisor between recording the group and opening the gate.
 pub const HOLD_GATE_ENV: &str = "LNK_SUPERVISE_HOLD_GATE";
 
-/// Supervises run `id` of `state` to its end.
-pub fn run(id: &str, state: PathBuf) -> Result<()> {
+/// Supervises run `id` of `state` to its end; with `input`, the run's input waits on fd 3.
+pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
     // First: a stop signal from now on waits in the descriptor (the record names this process
     // only later, so none can come before).
     let stop = Listener::new().context("listening for a stop")?;
+    let input = input.then(stdin::take_input).transpose()?;
     let id = RunId::parse(id)?;
     let state = StateDir::open(&state)?;
     let lock =
@@ -74,7 +77,7 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
         tracing::info!(%id, "the run has ended already; nothing to supervise");
         return Ok(());
     }
-    let result = supervise(&state, &mut record, &quit, &stop);
+    let result = supervise(&state, &mut record, &quit, &stop, input);
     // Whether the end is in the record (else it may be in the lock file, for a sweep).
     let mut end_stored = result.is_ok();
     if let Err(err) = &result {
@@ -106,7 +109,13 @@ pub fn run(id: &str, state: PathBuf) -> Result<()> {
     result
 }
 
-fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, stop: &Listener) -> Result<()> {
+fn supervise(
+    state: &StateDir,
+    record: &mut Record,
+    quit: &Quit,
+    stop: &Listener,
+    input: Option<std::fs::File>,
+) -> Result<()> {
     let files = FilesDir::open(&record.launch.files)?;
     // The working folder, opened from the files folder without following any link: the
     // agent may have put a link in its place since `start`.
@@ -126,7 +135,15 @@ fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, stop: &Listener
     let (gate_read, gate_write) = pipe_with(PipeFlags::CLOEXEC)?;
     let (out_read, out_write) = pipe_with(PipeFlags::CLOEXEC)?;
     let _ = rustix::pipe::fcntl_setpipe_size(&out_read, PIPE_SIZE);
-    let mut gate = Gate::start(record, &cwd, gate_read, out_write)?;
+    // Removed (its channel too) whenever this returns.
+    let mut run_stdin = stdin::RunStdin::set_up(state, record, input, None)?;
+    let mut gate = Gate::start(
+        record,
+        &cwd,
+        gate_read,
+        out_write,
+        run_stdin.for_gate.take(),
+    )?;
     let started = Instant::now();
     if let Err(err) = record_group(state, record, &gate) {
         // The gate was not opened: closing its pipe ends it, and nothing ran.
@@ -158,8 +175,12 @@ fn supervise(state: &StateDir, record: &mut Record, quit: &Quit, stop: &Listener
         output: &mut output,
         pipe: Some(std::fs::File::from(out_read)),
         deadline,
+        stdin: &mut run_stdin,
     }
     .watch();
+    // Nothing reads the run's stdin any more: its channel goes now, so that a `write` from
+    // here on finds none and reads the end in the record.
+    run_stdin.end();
     if watched.is_err() {
         // Whatever failed, nothing of the run may go on unsupervised.
         gate.stop();

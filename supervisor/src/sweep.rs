@@ -429,7 +429,7 @@ fn set_aside_damaged(state: &StateDir, id: &RunId, has_record: bool) {
 }
 
 /// Removes a run: its output file (through the files folder's handle), its stop request, its
-/// log, its record, and last its lock, which the caller holds.
+/// log, its stdin channel, its record, and last its lock, which the caller holds.
 pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<()> {
     let mut tidy = Tidy::default();
     let removed = remove_run_with(state, record, lock, &index::Found::default(), &mut tidy);
@@ -452,6 +452,7 @@ fn remove_run_with(
     }
     remove_if_there(&state.stop(&record.id))?;
     remove_if_there(&state.log(&record.id))?;
+    remove_if_there(&state.stdin_channel(&record.id))?;
     remove_if_there(&state.record(&record.id))?;
     if let Some(minute) = index::forget_names(state, record, names)? {
         tidy.minutes.insert(minute);

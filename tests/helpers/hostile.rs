@@ -122,7 +122,7 @@ fn read_env(marker: &str) {
 
 fn connect(path: &Path) -> Result<(), String> {
     let addr = SocketAddrUnix::new(path).map_err(|e| e.to_string())?;
-    for kind in [SocketType::STREAM, SocketType::DGRAM] {
+    for kind in [SocketType::STREAM, SocketType::DGRAM, SocketType::SEQPACKET] {
         let socket = rustix::net::socket_with(
             AddressFamily::UNIX,
             kind,

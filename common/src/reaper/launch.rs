@@ -34,6 +34,23 @@ pub fn prepare(command: &mut Command, cwd: Option<BorrowedFd<'_>>, report: &Owne
     prepare_with(command, cwd, report, None);
 }
 
+/// The descriptor on which a gate gets its run's stdin (`--run-stdin`): a spare's control
+/// socket's place, since a gate is never a spare.
+pub const RUN_STDIN_FD: i32 = CONTROL_FD;
+
+/// Arranges `command` to start as a run's gate: as [`prepare`], and with `run_stdin` (the
+/// program's stdin: a pipe or a terminal, a descriptor above 4) as its fd 4, which the gate
+/// makes the sandbox's stdin once opened ([`super::Options::run_stdin`]). The caller closes
+/// `run_stdin` once `spawn` returned.
+pub fn prepare_gate(
+    command: &mut Command,
+    cwd: Option<BorrowedFd<'_>>,
+    report: &OwnedFd,
+    run_stdin: Option<&OwnedFd>,
+) {
+    prepare_with(command, cwd, report, run_stdin);
+}
+
 /// Arranges `command` to start as a spare reaper ([`super::spare`]): as [`prepare`] without a
 /// folder (the call sends its own), and with `control` (the spare's end of a control socket
 /// pair, from [`super::spare::pair`]) as its fd 4. The caller closes `control` once `spawn`
@@ -82,8 +99,8 @@ fn prepare_with(
                 let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(REPORT_FD));
                 rustix::io::dup2(BorrowedFd::borrow_raw(report), &mut target)?;
             }
-            // The control socket is above fd 4 (`spare::pair`), so neither dup2 clobbers the
-            // other's source.
+            // The control socket is above fd 4 (`spare::pair`), and so is a gate's run stdin
+            // (`prepare_gate`), so neither dup2 clobbers the other's source.
             if let Some(control) = control {
                 let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(CONTROL_FD));
                 rustix::io::dup2(BorrowedFd::borrow_raw(control), &mut target)?;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
-//!                       [--null-stdin] [--hold-start PATH] [--hold-exec PATH]
+//!                       [--null-stdin] [--run-stdin] [--hold-start PATH] [--hold-exec PATH]
 //!                       -- <sandbox> <args>...
 //! ```
 //!
@@ -26,6 +26,9 @@ pub struct Options {
     /// Put `/dev/null` in place of stdin before starting anything (a spare's stdin is a pipe,
     /// for the calls that have input).
     pub null_stdin: bool,
+    /// With `wait_open`: once opened, the run's stdin is fd 4 (a pipe or a terminal its
+    /// supervisor handed over, [`super::launch::prepare_gate`]) rather than `/dev/null`.
+    pub run_stdin: bool,
     /// Test hook: hold before forking the sandbox (see [`super::hold`]).
     pub hold_start: Option<PathBuf>,
     /// Test hook: hold the sandbox's process before its exec.
@@ -42,6 +45,7 @@ impl Options {
             leftover_grace,
             wait_open: false,
             null_stdin: false,
+            run_stdin: false,
             hold_start: None,
             hold_exec: None,
             argv,
@@ -61,6 +65,9 @@ impl Options {
         }
         if self.null_stdin {
             args.push("--null-stdin".into());
+        }
+        if self.run_stdin {
+            args.push("--run-stdin".into());
         }
         for (flag, path) in [
             ("--hold-start", &self.hold_start),
@@ -104,6 +111,7 @@ impl Options {
                 }
                 Some("--wait-open") => options.wait_open = true,
                 Some("--null-stdin") => options.null_stdin = true,
+                Some("--run-stdin") => options.run_stdin = true,
                 Some(name @ "--hold-start") => options.hold_start = Some(value(name)?.into()),
                 Some(name @ "--hold-exec") => options.hold_exec = Some(value(name)?.into()),
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
@@ -129,6 +137,7 @@ mod tests {
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
         options.wait_open = true;
         options.null_stdin = true;
+        options.run_stdin = true;
         options.hold_start = Some("/tmp/a b".into());
         options.hold_exec = Some("/tmp/c".into());
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);

@@ -116,7 +116,7 @@ fn enter(call: &Call) -> io::Result<()> {
 fn run_set_up(options: &Options, report: &Reporter, signals: &Signals) -> ExitCode {
     let failed = |err: io::Error| failed(report, &err);
     if options.wait_open {
-        match wait_open(signals) {
+        match wait_open(signals, options.run_stdin) {
             Ok(true) => {}
             Ok(false) => return ExitCode::from(CLOSED_EXIT),
             Err(err) => return failed(err),
@@ -205,8 +205,8 @@ fn set_cloexec(fd: i32) {
 }
 
 /// Waits for the open byte on stdin, or a stop. Whether the gate opened; stdin is then
-/// `/dev/null`.
-fn wait_open(signals: &Signals) -> io::Result<bool> {
+/// `/dev/null`, or with `run_stdin` the run's stdin, fd 4.
+fn wait_open(signals: &Signals, run_stdin: bool) -> io::Result<bool> {
     let stdin = io::stdin();
     let signal_fd = signals.fd();
     loop {
@@ -229,13 +229,32 @@ fn wait_open(signals: &Signals) -> io::Result<bool> {
                 Err(Errno::INTR | Errno::AGAIN) => continue,
                 _ => false,
             };
-            if opened {
+            if opened && run_stdin {
+                let stdin = take_run_stdin()?;
+                rustix::stdio::dup2_stdin(&stdin)?;
+            } else if opened {
                 let null = std::fs::File::open("/dev/null")?;
                 rustix::stdio::dup2_stdin(&null)?;
             }
             return Ok(opened);
         }
     }
+}
+
+/// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch::prepare_gate`]),
+/// to be closed once it is the sandbox's stdin: the gate must not hold the run's stdin, or a
+/// program that closes its own would never be seen to.
+#[allow(unsafe_code)]
+fn take_run_stdin() -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = super::launch::RUN_STDIN_FD;
+    rustix::io::fcntl_getfd(
+        // SAFETY: only borrowed for the one fcntl that says whether it is open.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+    )?;
+    // SAFETY: fd 4 is open (just checked) and, by the launch contract (`--run-stdin`), the run's
+    // stdin, which nothing else in this one-threaded process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The sandbox's path and argv as C strings: a bare name is looked for in [`DEFAULT_PATH`].

@@ -31,6 +31,8 @@ pub struct Stdio {
     pub stdout: Option<OwnedFd>,
     /// Its stderr.
     pub stderr: Option<OwnedFd>,
+    /// Its fd 3, if any (a run's input).
+    pub input: Option<OwnedFd>,
 }
 
 /// Starts `program args… --detached`, detached as the module says, with `stdio`, in this
@@ -76,7 +78,18 @@ pub fn spawn(program: &Path, args: &[&OsStr], stdio: Stdio, what: &str) -> std::
         let fd = fd.as_ref().map_or(null.as_raw_fd(), AsRawFd::as_raw_fd);
         actions.add_dup2(fd, target)?;
     }
+    // fd 3 is never ours either in practice; one that is would stay close-on-exec through a
+    // `dup2` onto itself, so it is moved first.
+    let input = match stdio.input.as_ref() {
+        Some(fd) if fd.as_raw_fd() == 3 => Some(rustix::io::fcntl_dupfd_cloexec(fd, 10)?),
+        Some(fd) => Some(fd.try_clone()?),
+        None => None,
+    };
+    if let Some(fd) = &input {
+        actions.add_dup2(fd.as_raw_fd(), 3)?;
+    }
     let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
+    drop(input);
     drop((stdio, null));
     reap_soon(child.as_raw(), what.to_owned());
     Ok(())

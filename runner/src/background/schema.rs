@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::config::{Background, Config};
 use crate::protocol::Era;
 
-/// `start`, `list`, `read` and `stop`, when the server has background runs.
+/// `start`, `list`, `read`, `write` and `stop`, when the server has background runs.
 pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
     let Some(background) = &config.background else {
         return Vec::new();
@@ -20,7 +20,12 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                 "properties": {
                     "program": {"type": "string", "enum": config.programs, "description": "The program to run, by name."},
                     "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments, passed as they are (no shell)."},
-                    "dir": {"type": "string", "description": "The working folder, relative to the files folder. Default: `.`."}
+                    "dir": {"type": "string", "description": "The working folder, relative to the files folder. Default: `.`."},
+                    "input": {"type": "string", "maxLength": lnk_common::stdin::WRITE_MAX, "description": "Text written to the program's stdin at its start (at most 64 KiB). Without `interactive` or `tty`, stdin then ends. Default: none."},
+                    "interactive": {"type": "boolean", "description": "Keep the program's stdin open, so that `write` can answer what it asks (a prompt, a REPL, an installer's questions). Default: false (stdin ends at once)."},
+                    "tty": {"type": "boolean", "description": "Run the program on a terminal of its own (stdin, stdout and stderr), for programs that behave differently without one: prompts that ask only on a terminal, REPLs, password and confirmation questions, progress bars. Implies `interactive`; `write` types into it (\"\\n\" is Enter, \"\\u0003\" is Ctrl-C). Its output keeps what the terminal showed, escape sequences included. Default: false."},
+                    "cols": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "With `tty`: the terminal's width. Default: 80."},
+                    "rows": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "With `tty`: the terminal's height. Default: 24."}
                 },
                 "required": ["program"],
                 "additionalProperties": false
@@ -92,6 +97,7 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
             },
             "annotations": {"title": "Read a background run's output", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         }),
+        write_definition(),
         json!({
             "name": "stop",
             "title": "Stop a background run",
@@ -128,7 +134,10 @@ fn start_description(config: &Config, background: &Background) -> String {
         "Starts a program in the background, in a sandbox, and answers at once with the run's id. \
          Use it for work that may outlast a call: a build, a test suite, a server. It outlives \
          this call and this server. Programs that may be run: {programs}. `dir` is relative to \
-         the files folder. Its stdout and stderr go to `background/<id>.out` in the files \
+         the files folder. `input` is written to its stdin, which then ends; for a program that \
+         asks questions or reads commands as it goes, start it with `interactive: true` and \
+         answer with `write`, and with `tty: true` when it needs a terminal (it asks only on \
+         one, or draws for one). Its stdout and stderr go to `background/<id>.out` in the files \
          folder, which keeps the newest {output} bytes; read it with `read`, stop the run with \
          `stop`. Limits: at most {max} runs at once; each is killed after {timeout}, with \
          everything it started. {told}",
@@ -137,6 +146,39 @@ fn start_description(config: &Config, background: &Background) -> String {
         max = background.max_running,
         timeout = humantime::format_duration(background.timeout),
     )
+}
+
+/// `write`, for runs started `interactive` or `tty`.
+fn write_definition() -> Value {
+    json!({
+        "name": "write",
+        "title": "Type into a background run's stdin",
+        "description": format!(
+            "Sends text to the stdin of a background run started with `interactive: true` or `tty: true`, and answers how many bytes its program took. Use it to answer a prompt (\"y\\n\"), drive a REPL (\"print(6*7)\\n\"), or press Ctrl-C on a `tty` run (\"\\u0003\"); end lines with \"\\n\". Then `read` the run's output to see the answer. `eof: true` closes stdin after the text (the program sees its input end). At most {max} bytes at once; a program that is not reading takes only what fits, and the rest is refused, not kept. Refused for a run that has ended, was not started interactive, or whose stdin was closed.",
+            max = lnk_common::stdin::WRITE_MAX
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The run's id."},
+                "text": {"type": "string", "maxLength": lnk_common::stdin::WRITE_MAX, "description": "What to type: sent as it is (UTF-8), \"\\n\" included."},
+                "eof": {"type": "boolean", "description": "Close the run's stdin after the text. Default: false."}
+            },
+            "required": ["id", "text"],
+            "additionalProperties": false
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "taken": {"type": "integer", "minimum": 0, "description": "Bytes the program's stdin took: all of `text`."},
+                "closed": {"type": "boolean", "description": "Whether the run's stdin is closed now (`eof`)."}
+            },
+            "required": ["id", "taken", "closed"],
+            "additionalProperties": false
+        },
+        "annotations": {"title": "Type into a background run's stdin", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}
+    })
 }
 
 fn count() -> Value {

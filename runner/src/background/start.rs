@@ -35,9 +35,10 @@ pub fn start(
     arguments: &Map<String, Value>,
     meta: Option<&Map<String, Value>>,
 ) -> Reply {
-    match prepare(ctx.config, background, arguments, meta, ctx.tasks)
-        .and_then(|launch| launch_run(background, launch))
-    {
+    match prepare(ctx.config, background, arguments, meta, ctx.tasks).and_then(|launch| {
+        let (_, input) = super::stdin::parse(arguments)?;
+        launch_run_with(background, launch, input.as_deref(), |_| Ok(()))
+    }) {
         Ok((_, record)) if ctx.tasks => Reply::Task(super::task::created(&record)),
         Ok((answer, _)) | Err(answer) => Reply::Tool(answer),
     }
@@ -52,12 +53,23 @@ fn prepare(
     meta: Option<&Map<String, Value>>,
     follows_task: bool,
 ) -> Result<Launch, Answer> {
-    if arguments.contains_key("input") {
-        return Err(Answer::refusal(
-            "`start` takes no `input`: a background run's stdin is empty; use `command` for input",
-        ));
+    let (stdin, _) = super::stdin::parse(arguments)?;
+    // `command`'s arguments, less those only `start` takes.
+    let mut command = arguments.clone();
+    for key in super::stdin::KEYS {
+        command.remove(key);
     }
-    let args = tools::command_args(arguments).map_err(Answer::refusal)?;
+    if let Some(unknown) = command
+        .keys()
+        .find(|k| !["program", "args", "dir"].contains(&k.as_str()))
+    {
+        return Err(Answer::refusal(format!(
+            "unknown argument `{}`; `start` takes program, args, dir, input, interactive, tty, \
+             cols and rows",
+            crate::protocol::cut_short(unknown)
+        )));
+    }
+    let args = tools::command_args(&command).map_err(Answer::refusal)?;
     let path = program::resolve(&args.program, &config.programs, &config.programs_path)
         .map_err(|e| Answer::refusal(e.to_string()))?;
     // Opened now as the supervisor will open it, so a folder it could not enter is refused
@@ -143,6 +155,7 @@ fn prepare(
         thread,
         hops,
         tell_to,
+        stdin,
     })
 }
 
@@ -164,14 +177,28 @@ enum Step {
 
 /// Counts, creates and hands over, under `start.lock`; the answer, and the run's record as
 /// it was made.
+#[cfg(test)]
 fn launch_run(background: &Background, launch: Launch) -> Result<(Answer, Record), Answer> {
     launch_run_failing(background, launch, |_| Ok(()))
 }
 
 /// [`launch_run`], with `fail` able to make any [`Step`] fail (the tests inject failures).
+#[cfg(test)]
 fn launch_run_failing(
     background: &Background,
     launch: Launch,
+    fail: impl Fn(Step) -> std::io::Result<()>,
+) -> Result<(Answer, Record), Answer> {
+    launch_run_with(background, launch, None, fail)
+}
+
+/// Counts, creates and hands over, under `start.lock`, with the run's `input` (handed to the
+/// supervisor on its fd 3) and `fail` able to make any [`Step`] fail (the tests inject
+/// failures); the answer, and the run's record as it was made.
+fn launch_run_with(
+    background: &Background,
+    launch: Launch,
+    input: Option<&str>,
     fail: impl Fn(Step) -> std::io::Result<()>,
 ) -> Result<(Answer, Record), Answer> {
     let state = StateDir::new(&background.state);
@@ -236,24 +263,30 @@ fn launch_run_failing(
         .store_with(&state, lnk_common::write::Durability::Atomic)
         .map_err(|e| failed(storing, &e))?;
     let spawned = fail(Step::Supervisor).and_then(|()| {
+        // The input goes through a pipe, never the disk; the record holds its length only.
+        let input = input
+            .map(|text| super::stdin::input_pipe(text.as_bytes()))
+            .transpose()?;
+        let state_flag = format!("--{}", commands::STATE);
+        let input_flag = format!("--{}", commands::INPUT);
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            commands::SUPERVISE.as_ref(),
+            id.as_str().as_ref(),
+            state_flag.as_ref(),
+            background.state.as_os_str(),
+        ];
+        if input.is_some() {
+            args.push(input_flag.as_ref());
+        }
         let stdio = detached::Stdio {
             stdin: Some(undo.hand_over_lock()?.into()),
             stdout: Some(slot.into_file().into()),
             // Opened here, not by the supervisor, so that a supervisor that fails at once
             // (its folder refused, its command line) still says why.
             stderr: detached::log(&state, &state.log(&id)),
+            input,
         };
-        detached::spawn(
-            &background.supervise,
-            &[
-                commands::SUPERVISE.as_ref(),
-                id.as_str().as_ref(),
-                format!("--{}", commands::STATE).as_ref(),
-                background.state.as_os_str(),
-            ],
-            stdio,
-            "supervisor",
-        )
+        detached::spawn(&background.supervise, &args, stdio, "supervisor")
     });
     if let Err(err) = spawned {
         // The record exists: the run is recorded lost (a sweep removes it in time), rather

@@ -20,11 +20,14 @@ pub enum Tool {
     Read,
     /// `stop`: stop a background run.
     Stop,
+    /// `write`: type into an interactive run's stdin.
+    Write,
 }
 
 impl Tool {
     /// The tools that need background runs (`--state`).
-    pub const BACKGROUND: [Tool; 4] = [Tool::Start, Tool::List, Tool::Read, Tool::Stop];
+    pub const BACKGROUND: [Tool; 5] =
+        [Tool::Start, Tool::List, Tool::Read, Tool::Write, Tool::Stop];
 
     /// Its name in `tools/list` and `tools/call`.
     pub fn name(self) -> &'static str {
@@ -34,6 +37,7 @@ impl Tool {
             Tool::List => "list",
             Tool::Read => "read",
             Tool::Stop => "stop",
+            Tool::Write => "write",
         }
     }
 
@@ -87,6 +91,7 @@ impl Tool {
                 background::read(config, settings, arguments, ctx.era, ctx.control)?
             }
             (Tool::Stop, Some(settings)) => background::stop(settings, arguments),
+            (Tool::Write, Some(settings)) => background::write(settings, arguments),
         };
         Some(answer.into())
     }

@@ -23,6 +23,7 @@ use lnk_common::stop::Listener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::quit::Quit;
+use super::stdin::RunStdin;
 use crate::gate::Gate;
 use crate::output::OutputFile;
 
@@ -68,6 +69,7 @@ pub struct Run<'a> {
     pub output: &'a mut OutputFile,
     pub pipe: Option<File>,
     pub deadline: Instant,
+    pub stdin: &'a mut RunStdin,
 }
 
 impl Run<'_> {
@@ -133,14 +135,21 @@ impl Run<'_> {
             };
 
             let quit_fd = self.quit.fd();
-            let mut fds = Vec::with_capacity(4);
+            let mut fds = Vec::with_capacity(5);
             fds.push(PollFd::new(&quit_fd, PollFlags::IN));
             let stop_fd = self.stop.fd();
             fds.push(PollFd::new(&stop_fd, PollFlags::IN));
             fds.push(PollFd::new(&self.gate.reports, PollFlags::IN));
-            if let Some(pipe) = &pipe {
+            let pipe_at = pipe.as_ref().map(|pipe| {
                 fds.push(PollFd::new(pipe, PollFlags::IN));
-            }
+                fds.len() - 1
+            });
+            // An interactive run's channel: `write`'s requests wake the supervisor, nothing else.
+            let channel = self.stdin.channel();
+            let channel_at = channel.as_ref().map(|channel| {
+                fds.push(PollFd::new(channel, PollFlags::IN));
+                fds.len() - 1
+            });
             // While the run is alive and no stop is under way, the sleep may be a long one.
             let polled = match (stop_sent, seen.exit) {
                 (None, None) => shed.poll(&mut fds, wake_at, Some(&mut buf)),
@@ -152,11 +161,17 @@ impl Run<'_> {
             }
             let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
             drop(fds);
+            drop(channel);
+            let is_ready =
+                |at: Option<usize>| at.and_then(|at| ready.get(at)).copied() == Some(true);
             if ready[1] && self.stop.take() {
                 stop_maybe = true;
             }
-            if ready.get(3).copied().unwrap_or(false) {
+            if is_ready(pipe_at) {
                 self.read_once(&mut pipe, buf.bytes())?;
+            }
+            if is_ready(channel_at) {
+                self.stdin.serve();
             }
             if ready[2] {
                 for event in self.gate.reports.read()? {

@@ -239,15 +239,21 @@ fn a_supervisor_that_cannot_start_leaves_the_run_recorded_lost() {
 }
 
 #[test]
-fn too_many_hops_input_and_bad_meta_are_refused() {
+fn too_many_hops_bad_stdin_and_bad_meta_are_refused() {
     let (_dir, files) = files_folder();
     let config = config(files);
     let cases = [
         (json!({"program": "sleep"}), json!({META_HOPS: 3}), "hops"),
         (
-            json!({"program": "sleep", "input": "x"}),
+            json!({"program": "sleep", "input": "x".repeat(64 * 1024 + 1)}),
             json!({}),
             "input",
+        ),
+        (json!({"program": "sleep", "cols": 100}), json!({}), "tty"),
+        (
+            json!({"program": "sleep", "interactive": 1}),
+            json!({}),
+            "interactive",
         ),
         (
             json!({"program": "sleep"}),

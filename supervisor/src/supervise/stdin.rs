@@ -1,0 +1,215 @@
+//! The run's stdin, on the supervisor's side ([`lnk_common::stdin`]).
+//!
+//! - `ends` without input: `/dev/null`, as for every run before (the gate's own choice).
+//! - `ends` with input: the pipe `start` filled and closed is the program's stdin itself; the
+//!   supervisor only hands it on.
+//! - `interactive`: a pipe of 64 KiB whose write end the supervisor holds, the input written to
+//!   it first, and a channel `<state>/<id>.in` on which `write` sends more. Writes never block:
+//!   what the pipe does not take at once is refused.
+//! - `tty`: a pseudo-terminal of the run's own ([`super::tty`]); its master is written to as
+//!   the pipe is, and read as the run's output.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+
+use anyhow::{Context, Result, bail};
+use lnk_common::layout::StateDir;
+use lnk_common::record::Record;
+use lnk_common::stdin::{self, Listener, Mode, Reply, Request, WRITE_MAX};
+use rustix::io::Errno;
+use rustix::pipe::{PipeFlags, pipe_with};
+
+/// What the supervisor holds of the run's stdin.
+#[derive(Debug, Default)]
+pub struct RunStdin {
+    /// The program's end, for the gate (above fd 4); `None`: `/dev/null`.
+    pub for_gate: Option<OwnedFd>,
+    /// Where `write`'s text goes (non-blocking): the pipe's write end or the terminal's
+    /// master; `None` once closed, or for a run that is not interactive.
+    writer: Option<OwnedFd>,
+    /// The channel `write` reaches, for an interactive run.
+    listener: Option<Listener>,
+    /// Whether `write` closed it (`eof`), as opposed to the program.
+    eof_sent: bool,
+}
+
+/// Takes over fd 3, the run's input `start` handed over (`--input`): a pipe, close-on-exec
+/// from now on.
+#[allow(unsafe_code)]
+pub fn take_input() -> Result<File> {
+    use std::os::fd::FromRawFd;
+    const INPUT_FD: i32 = 3;
+    let stat = rustix::fs::fstat(
+        // SAFETY: only borrowed for the one fstat that says what it is.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(INPUT_FD) },
+    )
+    .context("looking at fd 3, the run's input")?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
+        bail!("fd 3 is not a pipe: the run's input was not handed over");
+    }
+    // SAFETY: fd 3 is open (just looked at) and, by the launch contract (`--input`), the run's
+    // input pipe, which nothing else in this process owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(INPUT_FD) };
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)
+        .context("making the run's input close-on-exec")?;
+    Ok(File::from(fd))
+}
+
+impl RunStdin {
+    /// Sets up the run's stdin as its record says, with `input` the pipe `start` handed over.
+    /// The terminal, for a `tty` run, is `terminal`'s master (already made).
+    pub fn set_up(
+        state: &StateDir,
+        record: &Record,
+        input: Option<File>,
+        terminal: Option<(&OwnedFd, OwnedFd)>,
+    ) -> Result<RunStdin> {
+        let stdin = record.launch.stdin;
+        let (for_gate, writer) = match (stdin.mode, terminal) {
+            (Mode::Ends, _) => {
+                let for_gate = input
+                    .map(|file| above_4(&OwnedFd::from(file)))
+                    .transpose()?;
+                return Ok(RunStdin {
+                    for_gate,
+                    ..RunStdin::default()
+                });
+            }
+            (Mode::Interactive, _) => {
+                let (read, write) =
+                    pipe_with(PipeFlags::CLOEXEC).context("making the run's stdin pipe")?;
+                // The pipe's default size is the most a `write` may send, so that what is taken
+                // is never more than a pipe's worth ahead of the program.
+                let _ = rustix::pipe::fcntl_setpipe_size(&write, WRITE_MAX);
+                (above_4(&read)?, write)
+            }
+            (Mode::Tty(_), Some((master, slave))) => {
+                let master = rustix::io::fcntl_dupfd_cloexec(master, 5)
+                    .context("sharing the terminal's master")?;
+                (above_4(&slave)?, master)
+            }
+            (Mode::Tty(_), None) => bail!("a run on a terminal without its terminal"),
+        };
+        rustix::fs::fcntl_setfl(&writer, rustix::fs::OFlags::NONBLOCK)
+            .context("making the run's stdin non-blocking")?;
+        if let Some(mut input) = input {
+            let mut text = Vec::new();
+            (&mut input)
+                .take(WRITE_MAX as u64 + 1)
+                .read_to_end(&mut text)
+                .context("reading the run's input")?;
+            write_all_now(&writer, &text).context("writing the run's input to its stdin")?;
+        }
+        let listener = Listener::bind(state, &record.id)?;
+        Ok(RunStdin {
+            for_gate: Some(for_gate),
+            writer: Some(writer),
+            listener: Some(listener),
+            eof_sent: false,
+        })
+    }
+
+    /// The channel, to poll, for an interactive run.
+    pub fn channel(&self) -> Option<impl AsFd + '_> {
+        self.listener.as_ref().map(Listener::fd)
+    }
+
+    /// Answers every request waiting on the channel.
+    pub fn serve(&mut self) {
+        // A bound, so that a flood of requests cannot keep the run's output from being copied.
+        for _ in 0..16 {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.next() {
+                Ok(Some(request)) => {
+                    let reply = self.take(&request);
+                    stdin::answer(&request.conn, &reply);
+                }
+                Ok(None) => return,
+                Err(err) => {
+                    tracing::warn!("accepting on the stdin channel: {err}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes a request's text to the program's stdin, as much as it takes at once.
+    fn take(&mut self, request: &Request) -> Reply {
+        let Some(writer) = &self.writer else {
+            return if self.eof_sent {
+                Reply::Closed
+            } else {
+                Reply::ProgramClosed
+            };
+        };
+        let mut taken = 0;
+        while taken < request.text.len() {
+            match rustix::io::write(writer, &request.text[taken..]) {
+                Ok(n) => taken += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => {
+                    return Reply::Full {
+                        taken: taken as u64,
+                    };
+                }
+                Err(Errno::PIPE | Errno::IO) => {
+                    // EPIPE: nothing reads the pipe; EIO: the terminal's other side is closed.
+                    self.writer = None;
+                    return Reply::ProgramClosed;
+                }
+                Err(err) => {
+                    tracing::warn!("writing to the run's stdin: {err}");
+                    return Reply::Full {
+                        taken: taken as u64,
+                    };
+                }
+            }
+        }
+        if request.eof {
+            self.close();
+        }
+        Reply::Taken {
+            taken: taken as u64,
+            closed: request.eof,
+        }
+    }
+
+    /// Ends the program's stdin: the pipe's write end is closed; on a terminal, end-of-file is
+    /// typed (Ctrl-D at the start of a line) and the master stays, since it is the output too.
+    fn close(&mut self) {
+        self.eof_sent = true;
+        if let Some(writer) = self.writer.take() {
+            let is_tty = rustix::termios::isatty(&writer);
+            if is_tty {
+                let _ = rustix::io::write(&writer, b"\x04");
+            }
+        }
+    }
+
+    /// Once the run has ended: the channel goes (it is removed), and stdin is closed.
+    pub fn end(&mut self) {
+        self.listener = None;
+        self.writer = None;
+    }
+}
+
+/// `fd` again, above fd 4 (a gate's fds 3 and 4 are placed from the supervisor's), close-on-exec.
+fn above_4(fd: &OwnedFd) -> Result<OwnedFd> {
+    rustix::io::fcntl_dupfd_cloexec(fd, 5).context("placing the run's stdin")
+}
+
+/// Writes `text` whole without waiting (it is at most a pipe's worth, into an empty pipe).
+fn write_all_now(writer: &OwnedFd, text: &[u8]) -> std::io::Result<()> {
+    let mut rest = text;
+    while !rest.is_empty() {
+        match rustix::io::write(writer, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
