@@ -75,6 +75,9 @@ mod tasks;
 /// `read` that waits: for a text, for output, for the end or its time; asleep meanwhile.
 #[path = "background/waiting.rs"]
 mod waiting;
+/// Runs on a terminal of their own (`tty`): isatty, the size, a prompt, Ctrl-C.
+#[path = "background/tty.rs"]
+mod tty;
 /// How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the proven supervisor.
 #[path = "background/wake.rs"]
 mod wake;

@@ -24,6 +24,7 @@
 
 mod quit;
 mod stdin;
+mod tty;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -133,10 +134,21 @@ fn supervise(
     let mut output = OutputFile::open(background, record)?;
 
     let (gate_read, gate_write) = pipe_with(PipeFlags::CLOEXEC)?;
-    let (out_read, out_write) = pipe_with(PipeFlags::CLOEXEC)?;
-    let _ = rustix::pipe::fcntl_setpipe_size(&out_read, PIPE_SIZE);
+    // The run's output comes through a pipe, or, on a terminal, from the terminal's master.
+    let terminal = match record.launch.stdin.tty() {
+        Some(size) => Some(tty::Terminal::open(size)?),
+        None => None,
+    };
+    let (out_read, out_write) = match &terminal {
+        Some(terminal) => (terminal.master.try_clone()?, terminal.slave.try_clone()?),
+        None => {
+            let (read, write) = pipe_with(PipeFlags::CLOEXEC)?;
+            let _ = rustix::pipe::fcntl_setpipe_size(&read, PIPE_SIZE);
+            (read, write)
+        }
+    };
     // Removed (its channel too) whenever this returns.
-    let mut run_stdin = stdin::RunStdin::set_up(state, record, input, None)?;
+    let mut run_stdin = stdin::RunStdin::set_up(state, record, input, terminal.as_ref())?;
     let mut gate = Gate::start(
         record,
         &cwd,
@@ -144,6 +156,8 @@ fn supervise(
         out_write,
         run_stdin.for_gate.take(),
     )?;
+    // The run holds its side of the terminal now; once it lets go, the master reads its end.
+    drop(terminal);
     let started = Instant::now();
     if let Err(err) = record_group(state, record, &gate) {
         // The gate was not opened: closing its pipe ends it, and nothing ran.

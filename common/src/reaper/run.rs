@@ -150,6 +150,9 @@ fn run_set_up(options: &Options, report: &Reporter, signals: &Signals) -> ExitCo
         Err(Spawn::Setup(err)) => return failed(err),
     };
     report.send(Event::Started(sandbox.pid.as_raw_nonzero().get()));
+    if options.run_stdin {
+        foreground_on_terminal(sandbox.pid);
+    }
     // The sandbox has the call's pipes; this process must not keep them open. (Should this
     // fail, they close at the reaper's end, which comes once everything is dead anyway.)
     let _ = let_go_of_stdio();
@@ -232,6 +235,12 @@ fn wait_open(signals: &Signals, run_stdin: bool) -> io::Result<bool> {
             if opened && run_stdin {
                 let stdin = take_run_stdin()?;
                 rustix::stdio::dup2_stdin(&stdin)?;
+                // A run's own terminal (`tty`) becomes the controlling terminal of the run's
+                // session, which the gate leads: what is typed into it (Ctrl-C) then signals
+                // the foreground group, the sandbox's once it runs.
+                if rustix::termios::isatty(&stdin) {
+                    rustix::process::ioctl_tiocsctty(&stdin)?;
+                }
             } else if opened {
                 let null = std::fs::File::open("/dev/null")?;
                 rustix::stdio::dup2_stdin(&null)?;
@@ -239,6 +248,22 @@ fn wait_open(signals: &Signals, run_stdin: bool) -> io::Result<bool> {
             return Ok(opened);
         }
     }
+}
+
+/// On a run's own terminal (stdin is the controlling terminal the gate took), puts the
+/// sandbox's process group in the foreground, so that Ctrl-C reaches it, and continues it:
+/// had it read the terminal before this (a background group that reads its terminal is
+/// stopped by SIGTTIN), it goes on. A no-op for a gate whose run has no terminal.
+fn foreground_on_terminal(sandbox: Pid) {
+    let stdin = rustix::stdio::stdin();
+    if !rustix::termios::isatty(stdin) {
+        return;
+    }
+    if let Err(err) = rustix::termios::tcsetpgrp(stdin, sandbox) {
+        // Ctrl-C would then reach no one; the run goes on all the same.
+        let _ = writeln!(io::stderr(), "reaper: the terminal's foreground: {err}");
+    }
+    let _ = kill_process_group(sandbox, Signal::CONT);
 }
 
 /// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch::prepare_gate`]),

@@ -63,7 +63,7 @@ impl RunStdin {
         state: &StateDir,
         record: &Record,
         input: Option<File>,
-        terminal: Option<(&OwnedFd, OwnedFd)>,
+        terminal: Option<&super::tty::Terminal>,
     ) -> Result<RunStdin> {
         let stdin = record.launch.stdin;
         let (for_gate, writer) = match (stdin.mode, terminal) {
@@ -84,10 +84,12 @@ impl RunStdin {
                 let _ = rustix::pipe::fcntl_setpipe_size(&write, WRITE_MAX);
                 (above_4(&read)?, write)
             }
-            (Mode::Tty(_), Some((master, slave))) => {
-                let master = rustix::io::fcntl_dupfd_cloexec(master, 5)
+            (Mode::Tty(_), Some(terminal)) => {
+                // The master's description is shared with the output's reader, which therefore
+                // reads without blocking too (it reads only what `poll` said is there).
+                let master = rustix::io::fcntl_dupfd_cloexec(&terminal.master, 5)
                     .context("sharing the terminal's master")?;
-                (above_4(&slave)?, master)
+                (above_4(&terminal.slave)?, master)
             }
             (Mode::Tty(_), None) => bail!("a run on a terminal without its terminal"),
         };

@@ -250,7 +250,15 @@ impl Run<'_> {
         match reader.read(buf) {
             Ok(0) => *pipe = None,
             Ok(n) => self.output.append(&buf[..n], self.state, self.record)?,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) => {}
+            // A terminal's master once the run has let go of the terminal: its end.
+            Err(err) if err.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error()) => {
+                *pipe = None;
+            }
             Err(err) => {
                 tracing::warn!(%err, "reading the run's output failed");
                 *pipe = None;

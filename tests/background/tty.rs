@@ -1,0 +1,102 @@
+//! Runs on a terminal of their own (`tty`, issue 18): `isatty` holds inside the sandbox, the
+//! size is the one asked, a prompt that asks only on a terminal asks and is answered, Ctrl-C
+//! typed with `write` is SIGINT, and the output file keeps what the terminal showed.
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::procs::{wait_for_role, wait_gone};
+use crate::runs::{Bg, Flags, read_ok, start, wait_ended, wait_no_supervisor};
+use crate::sandbox::{Sandbox, both_sandboxes};
+use crate::serve::ANSWER;
+use crate::stdin::{channel, wait_output, written};
+
+both_sandboxes!(
+    a_terminal_of_its_own,
+    a_prompt_asks_only_on_a_terminal,
+    ctrl_c_is_sigint,
+);
+
+fn a_terminal_of_its_own(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "tty": true, "cols": 100, "rows": 30}),
+    );
+    written(
+        &mut serve,
+        &id,
+        "test -t 0 && test -t 1 && test -t 2 && echo TTY-$((1+1)); stty size\n",
+        false,
+    );
+    let output = wait_output(&mut serve, &id, "30 100", ANSWER);
+    // What the terminal showed: the echo of what was typed, then the answers, each line ended
+    // the terminal's way.
+    assert!(output.contains("TTY-2\r\n30 100\r\n"), "{output:?}");
+    assert!(output.contains("stty size"), "the echo is kept: {output:?}");
+    // eof on a terminal is Ctrl-D: the shell ends.
+    assert_eq!(written(&mut serve, &id, "", true), 0);
+    let run = wait_ended(&mut serve, &id, ANSWER);
+    assert_eq!(
+        (run["state"].as_str(), run["exit_code"].as_i64()),
+        (Some("exited"), Some(0)),
+        "{run}"
+    );
+    wait_no_supervisor(&id, ANSWER);
+    assert!(!channel(&bg, &id).exists());
+    let record = bg.record(&id).unwrap();
+    assert_eq!(
+        record["launch"]["stdin"],
+        json!({"mode": {"tty": {"cols": 100, "rows": 30}}})
+    );
+}
+
+/// A program that asks `Continue? [y/N]` only when its stdin is a terminal.
+const ASKS: &str = "if [ -t 0 ]; then printf 'Continue? [y/N] '; read answer; \
+                    [ \"$answer\" = y ] && echo went-on && exit 0; exit 1; fi; echo never-asked";
+
+fn a_prompt_asks_only_on_a_terminal(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let on_tty = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", ASKS], "tty": true}),
+    );
+    wait_output(&mut serve, &on_tty, "Continue? [y/N] ", ANSWER);
+    written(&mut serve, &on_tty, "y\n", false);
+    let run = wait_ended(&mut serve, &on_tty, ANSWER);
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let output = read_ok(&mut serve, json!({"id": on_tty, "offset": 0})).0;
+    assert_eq!(output, "Continue? [y/N] y\r\nwent-on\r\n");
+
+    let piped = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", ASKS], "interactive": true}),
+    );
+    let run = wait_ended(&mut serve, &piped, ANSWER);
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let output = read_ok(&mut serve, json!({"id": piped, "offset": 0})).0;
+    assert_eq!(output, "never-asked\n");
+}
+
+fn ctrl_c_is_sigint(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let id = start(
+        &mut serve,
+        json!({"program": "lnk-test-procs", "args": ["linger", mark, "120"], "tty": true}),
+    );
+    wait_for_role(&mark, "linger", ANSWER);
+    bg.wait_record(&id, ANSWER, |r| !r["sandbox"]["pgid"].is_null());
+    written(&mut serve, &id, "\u{3}", false);
+    let run = wait_ended(&mut serve, &id, ANSWER);
+    assert_eq!(
+        (run["state"].as_str(), run["signal"].as_i64()),
+        (Some("exited"), Some(2)),
+        "Ctrl-C is SIGINT: {run}"
+    );
+    wait_gone(&mark, Duration::from_secs(10));
+    wait_no_supervisor(&id, ANSWER);
+}
