@@ -108,6 +108,12 @@ impl Gate {
         self.signal(Signal::CONT);
     }
 
+    /// Asks the gate to pass SIGINT on to the run's programs (Ctrl-C typed on its terminal).
+    pub fn interrupt(&self) {
+        // `lnk_common::reaper::signals::INTERRUPT`, as rustix names it.
+        self.signal(Signal::USR1);
+    }
+
     /// Kills the gate itself, for one that does not end when asked (what it held is then
     /// reparented to the supervisor, a child subreaper, which kills it).
     pub fn kill(&self) {

@@ -480,6 +480,8 @@ impl Reaper<'_> {
             self.read_exec_pipe();
             if arrived.stop {
                 self.stop();
+            } else if arrived.interrupt && self.phase == Phase::Running {
+                self.interrupt();
             }
             // The leader's end first: its children are reparented here before it becomes a
             // zombie, so a list read after it is seen dead holds them.
@@ -572,6 +574,22 @@ impl Reaper<'_> {
             }
             descendant.signal(Signal::TERM);
             self.termed.push(descendant.pid);
+        }
+    }
+
+    /// Ctrl-C on the run's terminal, sent on by its supervisor ([`super::signals::INTERRUPT`]):
+    /// SIGINT to every descendant but the sandbox's own processes, as [`Self::term_new`]
+    /// chooses them. The terminal itself would send it to the foreground group only, which
+    /// under a sandbox that starts its program in a session of its own (bubblewrap's
+    /// `--new-session`) is the sandbox, not the program: the sandbox would die of it and
+    /// take the program with it.
+    fn interrupt(&self) {
+        for descendant in children::descendants() {
+            let exe = descendant.exe();
+            if exe.is_some() && exe == *self.sandbox_exe() {
+                continue;
+            }
+            descendant.signal(Signal::INT);
         }
     }
 

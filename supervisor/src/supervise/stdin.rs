@@ -117,8 +117,9 @@ impl RunStdin {
         self.listener.as_ref().map(Listener::fd)
     }
 
-    /// Answers every request waiting on the channel.
-    pub fn serve(&mut self) {
+    /// Answers every request waiting on the channel; `interrupt` is called for each Ctrl-C
+    /// typed on the run's terminal ([`Self::take`]).
+    pub fn serve(&mut self, interrupt: &mut dyn FnMut()) {
         // A bound, so that a flood of requests cannot keep the run's output from being copied.
         for _ in 0..16 {
             let Some(listener) = &self.listener else {
@@ -126,7 +127,7 @@ impl RunStdin {
             };
             match listener.next() {
                 Ok(Some(request)) => {
-                    let reply = self.take(&request);
+                    let reply = self.take(&request, interrupt);
                     stdin::answer(&request.conn, &reply);
                 }
                 Ok(None) => return,
@@ -138,8 +139,47 @@ impl RunStdin {
         }
     }
 
-    /// Writes a request's text to the program's stdin, as much as it takes at once.
-    fn take(&mut self, request: &Request) -> Reply {
+    /// Writes a request's text to the program's stdin, as much as it takes at once. On a
+    /// terminal whose signals are on (`ISIG`), each interrupt character (Ctrl-C, unless the
+    /// program changed it) is not written but sent as `interrupt`, in its place in the text:
+    /// the terminal would signal its foreground group, which under a sandbox that starts its
+    /// program in a session of its own is the sandbox, not the program.
+    fn take(&mut self, request: &Request, interrupt: &mut dyn FnMut()) -> Reply {
+        if self.writer.is_none() {
+            return if self.eof_sent {
+                Reply::Closed
+            } else {
+                Reply::ProgramClosed
+            };
+        }
+        let intr = self.writer.as_ref().and_then(interrupt_char);
+        let mut taken = 0;
+        for part in request.text.split_inclusive(|b| Some(*b) == intr) {
+            let (text, typed_intr) = match part.split_last() {
+                Some((last, text)) if Some(*last) == intr => (text, true),
+                _ => (part, false),
+            };
+            match self.write_part(text) {
+                Reply::Taken { taken: n, .. } => taken += n,
+                Reply::Full { taken: n } => return Reply::Full { taken: taken + n },
+                other => return other,
+            }
+            if typed_intr {
+                interrupt();
+                taken += 1;
+            }
+        }
+        if request.eof && !self.eof_sent {
+            self.close();
+        }
+        Reply::Taken {
+            taken,
+            closed: request.eof,
+        }
+    }
+
+    /// Writes `text`, as much as the program's stdin takes at once.
+    fn write_part(&mut self, text: &[u8]) -> Reply {
         let Some(writer) = &self.writer else {
             return if self.eof_sent {
                 Reply::Closed
@@ -148,8 +188,8 @@ impl RunStdin {
             };
         };
         let mut taken = 0;
-        while taken < request.text.len() {
-            match rustix::io::write(writer, &request.text[taken..]) {
+        while taken < text.len() {
+            match rustix::io::write(writer, &text[taken..]) {
                 Ok(n) => taken += n,
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => {
@@ -170,12 +210,9 @@ impl RunStdin {
                 }
             }
         }
-        if request.eof {
-            self.close();
-        }
         Reply::Taken {
             taken: taken as u64,
-            closed: request.eof,
+            closed: false,
         }
     }
 
@@ -196,6 +233,20 @@ impl RunStdin {
         self.listener = None;
         self.writer = None;
     }
+}
+
+/// The interrupt character of the terminal `writer` is the master of, when its signals are on
+/// (`ISIG`); `None` for a pipe, or when the program turned them off (raw mode) or disabled
+/// the character: then Ctrl-C is a byte like any other.
+fn interrupt_char(writer: &OwnedFd) -> Option<u8> {
+    use rustix::termios::{LocalModes, SpecialCodeIndex, tcgetattr};
+    if !rustix::termios::isatty(writer) {
+        return None;
+    }
+    // On a pseudo-terminal's master, the settings read are the terminal's (its slave's).
+    let termios = tcgetattr(writer).ok()?;
+    let intr = termios.special_codes[SpecialCodeIndex::VINTR];
+    (termios.local_modes.contains(LocalModes::ISIG) && intr != 0).then_some(intr)
 }
 
 /// `fd` again, above fd 4 (a gate's fds 3 and 4 are placed from the supervisor's), close-on-exec.

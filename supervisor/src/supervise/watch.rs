@@ -171,7 +171,8 @@ impl Run<'_> {
                 self.read_once(&mut pipe, buf.bytes())?;
             }
             if is_ready(channel_at) {
-                self.stdin.serve();
+                let gate = &*self.gate;
+                self.stdin.serve(&mut || gate.interrupt());
             }
             if ready[2] {
                 for event in self.gate.reports.read()? {
