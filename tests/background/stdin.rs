@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::procs::wait_gone;
 use crate::runs::{
-    Bg, Flags, PROMPT, poll, read_ok, sigkill, start, stop, tool_within, wait_ended,
+    Bg, Flags, PROMPT, poll, read_ok, sigkill, sleeps, start, stop, tool_within, wait_ended,
     wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
 use crate::sandbox::{Sandbox, both_sandboxes};
@@ -21,6 +21,7 @@ both_sandboxes!(
     a_program_that_does_not_read_is_not_waited_for,
     a_killed_supervisor_leaves_no_channel,
     no_other_program_or_user_reaches_a_channel,
+    an_idle_interactive_run_does_not_wake_up,
 );
 
 /// `write`'s result.
@@ -322,4 +323,33 @@ fn no_other_program_or_user_reaches_a_channel(sandbox: Sandbox) {
     );
     written(&mut serve, &attacker, "", true);
     wait_ended(&mut serve, &attacker, ANSWER);
+}
+
+/// An interactive run's supervisor and gate sleep like any other's: the channel wakes them,
+/// nothing else. On a pipe and on a terminal, after a `write` and its answer.
+fn an_idle_interactive_run_does_not_wake_up(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let piped = start(&mut serve, json!({"program": "sh", "interactive": true}));
+    let on_tty = start(&mut serve, json!({"program": "sh", "tty": true}));
+    let mut watched = Vec::new();
+    for id in [&piped, &on_tty] {
+        written(&mut serve, id, "echo awake\n", false);
+        wait_output(&mut serve, id, "awake", ANSWER);
+        watched.push(wait_supervisor(id, ANSWER).pid);
+        watched.push(bg.group(id).1);
+    }
+    // Quiet for longer than the second after which a supervisor gives back its pages once.
+    std::thread::sleep(Duration::from_millis(2500));
+    let before: Vec<u64> = watched.iter().map(|pid| sleeps(*pid)).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let after: Vec<u64> = watched.iter().map(|pid| sleeps(*pid)).collect();
+    assert_eq!(
+        before, after,
+        "the supervisors and gates (piped, then on a terminal) woke up while idle"
+    );
+    for id in [&piped, &on_tty] {
+        written(&mut serve, id, "", true);
+        wait_ended(&mut serve, id, ANSWER);
+    }
 }
