@@ -415,7 +415,7 @@ async def run_era(era: str, command: list[str], trace: str | None) -> None:
 async def background_tools(era: str, client: Any, tools: dict[str, Any], modern: bool) -> None:
     import jsonschema
 
-    for name in ("start", "list", "read", "stop"):
+    for name in ("start", "list", "read", "write", "stop"):
         check(era, f"tools/list has {name}", name in tools, sorted(tools))
 
     def conforms(name: str, what: str, result: Any) -> dict[str, Any]:
@@ -497,6 +497,26 @@ async def background_tools(era: str, client: Any, tools: dict[str, Any], modern:
     runs = conforms("list", "list running", await client.call_tool("list", {"state": "ended", "limit": 200}))
     check(era, "list ended: every run shown has ended", all(r.get("state") != "running" for r in runs.get("runs", [])), runs)
     conforms("stop", "stop the plain run", await client.call_tool("stop", {"id": plain_id}))
+
+    # An interactive run driven with `write`, on a pipe and on a terminal.
+    for how in ({"interactive": True}, {"tty": True}):
+        result = await client.call_tool("start", {"program": "sh", "input": "echo ready\n", **how})
+        shell = conforms("start", f"start {how}", result).get("id", "")
+        wrote = conforms("write", f"write {how}", await client.call_tool("write", {"id": shell, "text": "echo $((6*7))\n"}))
+        check(era, f"write {how}: every byte taken", wrote.get("taken") == 14 and wrote.get("closed") is False, wrote)
+        answer: dict[str, Any] = {}
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            answer = conforms("read", f"read {how}", await client.call_tool("read", {"id": shell, "offset": 0}))
+            if "42" in answer.get("text", ""):
+                break
+            await anyio_sleep(0.05)
+        check(era, f"read {how}: the shell answered", "42" in answer.get("text", ""), answer)
+        closed = conforms("write", f"write eof {how}", await client.call_tool("write", {"id": shell, "text": "", "eof": True}))
+        check(era, f"write eof {how}: closed", closed.get("closed") is True, closed)
+        refused = await client.call_tool("write", {"id": plain_id, "text": "x"})
+        check(era, "write to an ended run: refused with isError", refused.is_error is True, text_of(refused))
+        conforms("stop", f"stop {how}", await client.call_tool("stop", {"id": shell}))
 
 
 async def anyio_sleep(seconds: float) -> None:
