@@ -6,7 +6,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{Bg, Flags, read_ok, start, wait_ended, wait_no_supervisor};
+use crate::runs::{
+    Bg, Flags, PROCS, link_supervise, read_ok, sigkill, start, wait_ended, wait_group_gone,
+    wait_no_supervisor, wait_supervisor,
+};
 use crate::sandbox::{Sandbox, both_sandboxes};
 use crate::serve::ANSWER;
 use crate::stdin::{channel, wait_output, written};
@@ -15,6 +18,7 @@ both_sandboxes!(
     a_terminal_of_its_own,
     a_prompt_asks_only_on_a_terminal,
     ctrl_c_is_sigint,
+    a_terminal_run_is_capped_timed_and_swept_like_any_other,
 );
 
 fn a_terminal_of_its_own(sandbox: Sandbox) {
@@ -120,3 +124,69 @@ fn ctrl_c_is_sigint(sandbox: Sandbox) {
 /// A program that traps SIGINT, then reads a line and exits 7.
 const TRAPS: &str = "trap 'echo got-int' INT; echo armed; \
                      while :; do read line && break; done; echo \"read: $line\"; exit 7";
+
+fn a_terminal_run_is_capped_timed_and_swept_like_any_other(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let flags = Flags {
+        timeout: "3s",
+        output: "8KiB",
+        ..Flags::default()
+    };
+    let mut serve = bg.serve(&flags).start();
+    let mark = bg.marker();
+    // About 16 KiB of lines through the terminal, then a program that lingers past the
+    // timeout.
+    let script = "i=0; while [ $i -lt 400 ]; do echo line-$i-abcdefghijklmnopqrstuvwxyz; \
+                  i=$((i+1)); done; exec \"$1\" linger \"$2\" 60";
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", script, "sh", PROCS, mark], "tty": true}),
+    );
+    wait_for_role(&mark, "linger", ANSWER);
+    let run = wait_ended(&mut serve, &id, Duration::from_secs(15));
+    assert_eq!(run["state"], "timed_out", "{run}");
+    let total = run["output_bytes"].as_u64().unwrap();
+    assert_eq!(
+        total,
+        // 400 lines of 32 characters and "\r\n", and their numbers: 1,090 digits.
+        400 * 34 + 1090,
+        "every byte counted, \\r included: {run}"
+    );
+    assert!(
+        run["dropped_bytes"].as_u64().unwrap() > 0,
+        "rotated at the cap: {run}"
+    );
+    let (tail, value) = read_ok(&mut serve, json!({"id": id, "offset": 0}));
+    assert!(value["skipped"].as_u64().unwrap() > 0, "{value}");
+    assert_eq!(value["next_offset"], total, "{value}");
+    assert!(
+        tail.ends_with("line-399-abcdefghijklmnopqrstuvwxyz\r\n"),
+        "{tail:?}"
+    );
+    assert!(std::fs::metadata(bg.output_path(&id)).unwrap().len() <= 8192);
+    wait_gone(&mark, Duration::from_secs(10));
+    wait_no_supervisor(&id, ANSWER);
+
+    // A terminal run whose supervisor is SIGKILLed: the sweep records it lost, removes its
+    // channel, and nothing of it is left.
+    let mark = bg.marker();
+    let id = start(
+        &mut serve,
+        json!({"program": "lnk-test-procs", "args": ["linger", mark, "120"], "tty": true}),
+    );
+    wait_for_role(&mark, "linger", ANSWER);
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let (pgid, _) = bg.group(&id);
+    sigkill(supervisor.pid);
+    let _ = crate::procs::wait_dead(supervisor.pid, ANSWER);
+    let swept = std::process::Command::new(link_supervise())
+        .arg("sweep")
+        .arg(&bg.state)
+        .status()
+        .unwrap();
+    assert!(swept.success());
+    assert_eq!(bg.record(&id).unwrap()["status"]["state"], "lost");
+    assert!(!channel(&bg, &id).exists());
+    wait_gone(&mark, Duration::from_secs(10));
+    wait_group_gone(pgid, Duration::from_secs(10));
+}
