@@ -250,20 +250,22 @@ fn a_killed_supervisor_leaves_no_channel(sandbox: Sandbox) {
     let (pgid, _) = bg.group(&id);
     sigkill(supervisor.pid);
     let _ = crate::procs::wait_dead(supervisor.pid, ANSWER);
-    // The channel is there still, with no one behind it: `write` says the run is gone once
-    // swept, never hangs.
-    let sweep = std::process::Command::new(crate::runs::link_supervise())
-        .args(["sweep", crate::sandbox::path_str(&bg.state).as_str()])
-        .status()
-        .unwrap();
-    assert!(sweep.success());
+    // The channel is there still, with no one behind it: a `write` sweeps the orphan first
+    // and says it was lost, at once.
+    assert!(channel(&bg, &id).exists());
+    let asked = Instant::now();
+    let why = refused(&mut serve, &id, "x\n", false);
+    assert!(why.contains("has ended (lost)"), "{why}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
     let record = bg.record(&id).unwrap();
     assert_eq!(record["status"]["state"], "lost", "{record}");
     assert!(!channel(&bg, &id).exists(), "the sweep removed the channel");
     wait_gone(&mark, Duration::from_secs(10));
     wait_group_gone(pgid, Duration::from_secs(10));
-    let why = refused(&mut serve, &id, "x\n", false);
-    assert!(why.contains("has ended (lost)"), "{why}");
 }
 
 /// The hostile helper's lines about connecting to `sockets`, run by `run` through `sh`.

@@ -59,7 +59,10 @@ fn write_checked(
         )));
     }
     let state = StateDir::new(&background.state);
-    let record = load(&state, &id)?;
+    let mut record = load(&state, &id)?;
+    // A running record whose supervisor is gone is swept first, as `stop` does: the answer is
+    // then that the run was lost, rather than a wait for a channel no one answers.
+    super::orphans::sweep_orphans(background, std::slice::from_mut(&mut record));
     writable(&record)?;
     let started = Instant::now();
     let reply = loop {
