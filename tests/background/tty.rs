@@ -19,6 +19,7 @@ both_sandboxes!(
     a_prompt_asks_only_on_a_terminal,
     ctrl_c_is_sigint,
     a_terminal_run_is_capped_timed_and_swept_like_any_other,
+    a_terminal_is_the_runs_alone,
 );
 
 fn a_terminal_of_its_own(sandbox: Sandbox) {
@@ -189,4 +190,58 @@ fn a_terminal_run_is_capped_timed_and_swept_like_any_other(sandbox: Sandbox) {
     assert!(!channel(&bg, &id).exists());
     wait_gone(&mark, Duration::from_secs(10));
     wait_group_gone(pgid, Duration::from_secs(10));
+}
+
+/// Under the recommended line, a run's program sees no other terminal than its own, and
+/// cannot fake typed input into its own (`TIOCSTI`): it is not its controlling terminal.
+fn a_terminal_is_the_runs_alone(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let mark = bg.marker();
+    let other = start(
+        &mut serve,
+        json!({"program": "lnk-test-procs", "args": ["linger", mark, "120"], "tty": true}),
+    );
+    let lingering = wait_for_role(&mark, "linger", ANSWER);
+    // The other run's terminal, as the host names it.
+    let theirs = std::fs::read_link(format!("/proc/{}/fd/0", lingering.pid)).unwrap();
+    assert!(theirs.starts_with("/dev/pts/"), "{theirs:?}");
+    let id = start(&mut serve, json!({"program": "sh", "tty": true}));
+    let tiocsti = "import fcntl, termios\ntry:\n    fcntl.ioctl(0, termios.TIOCSTI, b'#')\n    \
+                   print('TIOCSTI-WORKED')\nexcept OSError as e:\n    print('TIOCSTI-FAILED', e.errno)";
+    let line = format!(
+        "ls /dev/pts; (echo x > {theirs}) 2>/dev/null && echo OPENED-THEIRS; \
+         (exec 3</dev/tty) 2>/dev/null && echo HAS-DEV-TTY; \
+         /usr/bin/python3 -c \"$(printf '%b' '{}')\"; echo END-$((40+2))\n",
+        tiocsti.replace('\n', "\\n").replace('\'', "'\\''"),
+        theirs = theirs.display()
+    );
+    written(&mut serve, &id, &line, false);
+    let output = wait_output(&mut serve, &id, "END-42", ANSWER);
+    // What came after the echo of the line typed.
+    let output = output
+        .split_once("$((40+2))\r\n")
+        .map_or(output.as_str(), |(_, answers)| answers)
+        .to_owned();
+    if sandbox == Sandbox::Passthrough {
+        // No sandbox: the user's own processes can reach any of the user's terminals (that is
+        // what the sandbox is for), and the terminal is the program's controlling terminal,
+        // so TIOCSTI may type into it: into the program's own stdin, nothing else.
+    } else {
+        assert!(!output.contains("OPENED-THEIRS"), "{output:?}");
+        assert!(!output.contains("HAS-DEV-TTY"), "{output:?}");
+        assert!(output.contains("TIOCSTI-FAILED"), "{output:?}");
+        // Only the sandbox's own /dev/pts: none of the host's terminals.
+        let listed = output
+            .split("\r\n")
+            .find(|line| line.contains("ptmx") && !line.contains("ls /dev/pts"))
+            .unwrap_or_default();
+        assert_eq!(listed.trim_start_matches("# ").trim(), "ptmx", "{output:?}");
+    }
+    // An Enter first: a TIOCSTI that worked left a character on the line, and Ctrl-D ends
+    // only an empty one.
+    written(&mut serve, &id, "\n", true);
+    wait_ended(&mut serve, &id, ANSWER);
+    crate::runs::stop(&mut serve, &other);
+    wait_gone(&mark, Duration::from_secs(10));
 }
