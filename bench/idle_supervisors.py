@@ -7,7 +7,10 @@ supervisor's CPU time (`/proc/<pid>/stat`) over a window, and its RSS and PSS
 run's reaper); then `stop --state` ends them all and it checks none is left.
 Issue 9's targets: under 1 CPU-second in all over 60 s for 1,000; each under 2 MiB RSS.
 
-    bench/idle_supervisors.py <folder of the binaries> [N] [seconds]
+    bench/idle_supervisors.py <folder of the binaries> [N] [seconds] [interactive|tty]
+
+With `interactive` or `tty`, each run is started so (its stdin held open by its supervisor,
+which listens on the run's stdin channel; or on a terminal of its own).
 
 The folder holds `lnk-link-run`, `lnk-link-supervise` and `lnk-test-passthrough` (for
 instance `target/profiling` after `bench/run.sh`'s build). Its temporary folders go under
@@ -27,6 +30,7 @@ def main():
     bins = os.path.abspath(sys.argv[1])
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
     window = int(sys.argv[3]) if len(sys.argv) > 3 else 60
+    stdin = {sys.argv[4]: True} if len(sys.argv) > 4 else {}
     root = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "target", "tmp"))
     os.makedirs(root, exist_ok=True)
     base = tempfile.mkdtemp(prefix="lnk-idle-", dir=root)
@@ -105,7 +109,7 @@ def main():
                                   "clientInfo": {"name": "idle-supervisors", "version": "1"}})
         for i in range(n):
             answer = request(i + 1, "tools/call",
-                             {"name": "start", "arguments": {"program": "sleep", "args": ["600"]}})
+                             {"name": "start", "arguments": {"program": "sleep", "args": ["600"], **stdin}})
             if answer.get("result", {}).get("isError"):
                 sys.exit(f"start {i} was refused: {answer}")
         time.sleep(5)
