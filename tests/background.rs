@@ -72,12 +72,12 @@ mod stdin;
 /// its end, `tasks/cancel` stops it; never a task unless asked.
 #[path = "background/tasks.rs"]
 mod tasks;
-/// `read` that waits: for a text, for output, for the end or its time; asleep meanwhile.
-#[path = "background/waiting.rs"]
-mod waiting;
 /// Runs on a terminal of their own (`tty`): isatty, the size, a prompt, Ctrl-C.
 #[path = "background/tty.rs"]
 mod tty;
+/// `read` that waits: for a text, for output, for the end or its time; asleep meanwhile.
+#[path = "background/waiting.rs"]
+mod waiting;
 /// How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the proven supervisor.
 #[path = "background/wake.rs"]
 mod wake;
