@@ -46,6 +46,7 @@ pub mod options;
 pub mod proven;
 pub mod report;
 mod run;
+mod run_stdin;
 pub mod signals;
 pub mod spare;
 

@@ -16,6 +16,7 @@ use super::children::{self, reap_if_dead, signal_child};
 use super::hold::ChildHold;
 use super::options::Options;
 use super::report::{Event, Reporter};
+use super::run_stdin;
 use super::signals::Signals;
 use super::spare::{Call, Control, SPARE};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
@@ -151,7 +152,7 @@ fn run_set_up(options: &Options, report: &Reporter, signals: &Signals) -> ExitCo
     };
     report.send(Event::Started(sandbox.pid.as_raw_nonzero().get()));
     if options.run_stdin {
-        foreground_on_terminal(sandbox.pid);
+        run_stdin::foreground(sandbox.pid);
     }
     // The sandbox has the call's pipes; this process must not keep them open. (Should this
     // fail, they close at the reaper's end, which comes once everything is dead anyway.)
@@ -233,11 +234,11 @@ fn wait_open(signals: &Signals, run_stdin: bool) -> io::Result<bool> {
                 _ => false,
             };
             if opened && run_stdin {
-                let stdin = take_run_stdin()?;
+                let stdin = run_stdin::take()?;
                 rustix::stdio::dup2_stdin(&stdin)?;
                 // A run's own terminal (`tty`) becomes the controlling terminal of the run's
-                // session, which the gate leads: what is typed into it (Ctrl-C) then signals
-                // the foreground group, the sandbox's once it runs.
+                // session, which the gate leads, with the sandbox's group in front once it
+                // runs ([`run_stdin::foreground`]).
                 if rustix::termios::isatty(&stdin) {
                     rustix::process::ioctl_tiocsctty(&stdin)?;
                 }
@@ -248,38 +249,6 @@ fn wait_open(signals: &Signals, run_stdin: bool) -> io::Result<bool> {
             return Ok(opened);
         }
     }
-}
-
-/// On a run's own terminal (stdin is the controlling terminal the gate took), puts the
-/// sandbox's process group in the foreground, so that Ctrl-C reaches it, and continues it:
-/// had it read the terminal before this (a background group that reads its terminal is
-/// stopped by SIGTTIN), it goes on. A no-op for a gate whose run has no terminal.
-fn foreground_on_terminal(sandbox: Pid) {
-    let stdin = rustix::stdio::stdin();
-    if !rustix::termios::isatty(stdin) {
-        return;
-    }
-    if let Err(err) = rustix::termios::tcsetpgrp(stdin, sandbox) {
-        // Ctrl-C would then reach no one; the run goes on all the same.
-        let _ = writeln!(io::stderr(), "reaper: the terminal's foreground: {err}");
-    }
-    let _ = kill_process_group(sandbox, Signal::CONT);
-}
-
-/// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch::prepare_gate`]),
-/// to be closed once it is the sandbox's stdin: the gate must not hold the run's stdin, or a
-/// program that closes its own would never be seen to.
-#[allow(unsafe_code)]
-fn take_run_stdin() -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let fd = super::launch::RUN_STDIN_FD;
-    rustix::io::fcntl_getfd(
-        // SAFETY: only borrowed for the one fcntl that says whether it is open.
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-    )?;
-    // SAFETY: fd 4 is open (just checked) and, by the launch contract (`--run-stdin`), the run's
-    // stdin, which nothing else in this one-threaded process owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The sandbox's path and argv as C strings: a bare name is looked for in [`DEFAULT_PATH`].

@@ -2,7 +2,8 @@
 //!
 //! The slave is the sandbox's stdin, stdout and stderr (handed to the gate, which makes it the
 //! controlling terminal of the run's session and puts the sandbox's process group in its
-//! foreground, so that Ctrl-C typed into it is SIGINT to that group). The master stays with the
+//! foreground; Ctrl-C typed with `write` is passed on as SIGINT by the gate, see
+//! [`super::stdin`]). The master stays with the
 //! supervisor: it reads what the terminal shows (the run's output, echo included) and writes
 //! what `write` types. The supervisor closes its slave once the gate has it, so that the
 //! master reads end-of-file (EIO) when the run's last process lets go of the terminal.

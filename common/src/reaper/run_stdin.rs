@@ -1,0 +1,42 @@
+//! A run's stdin, on the gate's side (`--run-stdin`): the pipe or terminal its supervisor
+//! handed over on fd 4, made the sandbox's stdin once the gate is opened; on a terminal, the
+//! session's controlling terminal with the sandbox's group in front.
+
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+
+use rustix::process::{Pid, Signal, kill_process_group};
+
+/// On a run's own terminal (stdin is the controlling terminal the gate took), puts the
+/// sandbox's process group in the foreground, so that it may read the terminal (a background
+/// group that reads its terminal is stopped by SIGTTIN) and gets what the terminal itself
+/// signals (Ctrl-\, Ctrl-Z; Ctrl-C is passed on by the gate, [`super::signals::INTERRUPT`]),
+/// and continues it, had it read the terminal before this. A no-op for a gate whose run has
+/// no terminal.
+pub fn foreground(sandbox: Pid) {
+    let stdin = rustix::stdio::stdin();
+    if !rustix::termios::isatty(stdin) {
+        return;
+    }
+    if let Err(err) = rustix::termios::tcsetpgrp(stdin, sandbox) {
+        // Ctrl-C would then reach no one; the run goes on all the same.
+        let _ = writeln!(io::stderr(), "reaper: the terminal's foreground: {err}");
+    }
+    let _ = kill_process_group(sandbox, Signal::CONT);
+}
+
+/// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch::prepare_gate`]),
+/// to be closed once it is the sandbox's stdin: the gate must not hold the run's stdin, or a
+/// program that closes its own would never be seen to.
+#[allow(unsafe_code)]
+pub fn take() -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = super::launch::RUN_STDIN_FD;
+    rustix::io::fcntl_getfd(
+        // SAFETY: only borrowed for the one fcntl that says whether it is open.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+    )?;
+    // SAFETY: fd 4 is open (just checked) and, by the launch contract (`--run-stdin`), the run's
+    // stdin, which nothing else in this one-threaded process owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
