@@ -272,7 +272,10 @@ class HostCheck(Check):
 
     def report(self):
         if not self.problems:
-            return f"ok   {self.name} ({self.took:.1f} s): {len(self.calls)} tool calls; markers, exit code and run bytes seen"
+            return (
+                f"ok   {self.name} ({self.took:.1f} s): {len(self.calls)} tool calls; markers, exit code, "
+                "run bytes and a driven run's answer seen"
+            )
         lines = [f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems]
         for call in getattr(self, "calls", []):
             lines.append(f"  {call['name']} {json.dumps(call.get('args'))}")
@@ -692,7 +695,7 @@ def judge(calls):
     names = standin.tool_names([c["name"] for c in calls if c.get("name")])
     by = {i: [c for c in calls if c.get("name") == names.get(i)] for i in standin.INTENTS}
     problems = []
-    markers = (standin.STDOUT_MARKER, standin.STDERR_MARKER, standin.RUN_MARKER)
+    markers = (standin.STDOUT_MARKER, standin.STDERR_MARKER, standin.RUN_MARKER, standin.DRIVE_MARKER)
     for call in calls:
         if any(m in json.dumps(call.get("args")) for m in markers):
             problems.append(f"a marker appears in the arguments of {call['name']}: the check would prove nothing")
@@ -723,6 +726,17 @@ def judge(calls):
             problems.append("the host never called `read`")
         elif not any(standin.RUN_MARKER in (c["result"] or "") for c in by["read"]):
             problems.append(f"`read` never gave the run's bytes ({standin.RUN_MARKER})")
+    # Driving a run: an interactive `sh` is written a line, and a waiting `read` brings back its
+    # answer, computed by the shell, as the host handed it to the model.
+    if not by["write"]:
+        problems.append("the host never called `write`: no interactive run was driven")
+    else:
+        waits = [c for c in by["read"] if "until" in json.dumps(c.get("args"))]
+        if not any(standin.DRIVE_MARKER in (c["result"] or "") for c in waits):
+            problems.append(
+                f"the waiting `read` never gave the interactive run's answer ({standin.DRIVE_MARKER}) "
+                "to the line `write` sent it"
+            )
     return problems
 
 

@@ -37,7 +37,14 @@ COMMAND_ARGS = {
 START_ARGS = {"program": "sh", "args": ["-c", "echo run-$((4321*5))"]}
 
 # The steps of the script, by the tool each one calls (the host's names end with these).
-INTENTS = ("command", "start", "list", "read")
+INTENTS = ("command", "start", "list", "read", "write")
+
+# Driving a run, where the server offers `write`: an interactive `sh` is started, a line is
+# written to it, and a waiting `read` gives its answer. The answer is computed by the shell, so
+# it is in no call's arguments.
+DRIVE_START_ARGS = {"program": "sh", "interactive": True}
+DRIVE_LINE = "echo drive-$((1234*3))\n"
+DRIVE_MARKER = "drive-3702"
 # A run's output may not be in its file yet when the first `read` comes: read again, a few times.
 MAX_READS = 5
 FINAL_TEXT = "The four Link Run calls are done."
@@ -92,13 +99,37 @@ def next_step(calls, names):
         if match:
             run_id = match.group(1)
             break
-    reads = by["read"]
+    reads = [c for c in by["read"] if "until" not in json.dumps(c["args"])]
     if run_id and "read" in names:
         if not reads:
             return ("call", names["read"], {"id": run_id})
         if len(reads) < MAX_READS and RUN_MARKER not in (reads[-1]["result"] or ""):
             time.sleep(0.5)
             return ("call", names["read"], {"id": run_id})
+    if "write" in names:
+        return drive_step(by, names)
+    return ("text", FINAL_TEXT)
+
+
+def drive_step(by, names):
+    """The steps that drive an interactive run: start it, write a line, wait for the answer,
+    end its stdin."""
+    starts = [c for c in by["start"] if '"interactive"' in json.dumps(c["args"])]
+    if not starts:
+        return ("call", names["start"], DRIVE_START_ARGS)
+    match = RUN_ID.search(starts[0]["result"] or "")
+    if not match:
+        return ("text", "The interactive `start` gave no run id: " + (starts[0]["result"] or "")[:300])
+    run_id = match.group(1)
+    writes = by["write"]
+    if not writes:
+        return ("call", names["write"], {"id": run_id, "text": DRIVE_LINE})
+    waits = [c for c in by["read"] if "until" in json.dumps(c["args"])]
+    if not waits:
+        # The answer's prefix only: the marker itself must be in no call's arguments.
+        return ("call", names["read"], {"id": run_id, "offset": 0, "wait_ms": 20000, "until": "drive-"})
+    if len(writes) < 2:
+        return ("call", names["write"], {"id": run_id, "text": "", "eof": True})
     return ("text", FINAL_TEXT)
 
 
