@@ -315,6 +315,35 @@ class ClaudeCode(HostCheck):
         return env
 
 
+class ClaudeCodeQuickstart(ClaudeCode):
+    """The README's three commands, as a newcomer runs them on a fresh HOME: the binaries in
+    `~/.cargo/bin` (linked, standing for `scripts/install.sh`), the `config` line as written
+    (its `~` expanded as the shell would, and `--program sh` added for the stand-in's
+    programs), then `claude` in `~/work`, headless, for the same turn as the claude-code check."""
+
+    name = "claude-code-quickstart"
+    MARK = "<!-- quickstart: claude-code -->"
+
+    def check(self):
+        self.check_turn()
+
+    def configure(self, home, url):
+        readme = Path("README.md").read_text(encoding="utf-8")
+        match = re.search(re.escape(self.MARK) + r"\n```sh\n(.*?)\n```", readme, re.S)
+        if not match:
+            raise SystemExit(f"README.md has no block after {self.MARK}")
+        lines = match.group(1).split("\n")
+        if lines[0].strip() != "scripts/install.sh" or lines[-1].strip() != "cd ~/work && claude":
+            raise SystemExit(f"the README's quickstart is not install, config, claude: {lines}")
+        words = shell_words("\n".join(lines[1:-1]))
+        words = [str(home) + w[1:] if w.startswith("~") else w for w in words] + ["--program", "sh"]
+        label = "quickstart-config"
+        with open(self.root / f"{label}.stdout", "wb") as out, open(self.root / f"{label}.stderr", "wb") as err:
+            code = subprocess.run(words, cwd=home / "work", env=self.env(home), stdout=out, stderr=err, timeout=60).returncode
+        if code != 0:
+            raise ConfigFailed(f"the README's config line failed ({code}): {self.output(label)[-800:]}")
+
+
 class ClaudeCodeTasks(ClaudeCode):
     """Claude Code's MCP tasks, in its interactive interface on a pseudo-terminal.
 
@@ -687,7 +716,7 @@ class InspectorCli(Check):
         return "\n".join([f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems] + [f"  evidence: {self.root}"])
 
 
-CHECKS = {c.name: c for c in (ClaudeCode, ClaudeCodeTasks, Codex, GeminiCli, InspectorCli)}
+CHECKS = {c.name: c for c in (ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks, Codex, GeminiCli, InspectorCli)}
 
 
 def judge(calls):
