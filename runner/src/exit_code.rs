@@ -5,8 +5,9 @@
 //! |---|---|---|
 //! | 0 | `serve` | stdin ended, or SIGTERM/SIGINT: it served and stopped |
 //! | 0 | `check` | `serve` would start with these arguments |
+//! | 0 | `config` | the host's entry was printed, or written with `--write` |
 //! | [`WOULD_REFUSE`] (1) | `check` | `serve` would refuse to start: the sandbox leaks |
-//! | [`REFUSED`] (2) | `serve`, `check` | the arguments were refused, or `serve` could not set itself up; one line on stderr says why |
+//! | [`REFUSED`] (2) | `serve`, `check`, `config` | the arguments were refused (for `config`: also a sandbox `serve` would refuse, bubblewrap missing, or a file it will not merge into), or `serve` could not set itself up; one line on stderr says why |
 //! | [`UNREPORTED`] (2) | `check` | its report could not be written to stdout |
 //! | [`PROBE_FAILED`] (3) | `sandbox-probe` | the probe could not read its request or write its answer |
 
