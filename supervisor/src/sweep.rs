@@ -394,7 +394,9 @@ pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuar
         Ok(Some(kept)) => {
             // Its supervisor killed what was left before keeping the end; whatever is still
             // there that is surely the run's goes all the same.
-            reclaim::kill_run(record);
+            if let Some(left) = reclaim::kill_run(record).left_running() {
+                record.left_running = Some(left);
+            }
             record.status = kept.status;
             record.output = kept.output;
             record.store(state)?;

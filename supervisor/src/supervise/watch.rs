@@ -237,6 +237,7 @@ impl Run<'_> {
             self.record.sandbox = Some(SandboxGroup {
                 session: group.leader_pid,
                 pgid: Some(pgid),
+                output_pipe: None,
             });
         }
         // The gate holds the run whatever happens to this write; a sweep after a crash of
