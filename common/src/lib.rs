@@ -175,6 +175,7 @@ pub mod slot;
 pub mod status;
 pub mod stdin;
 pub mod stop;
+pub mod strays;
 pub mod summary;
 pub mod time;
 mod trust;
