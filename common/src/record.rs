@@ -203,6 +203,15 @@ pub struct Output {
     /// The file that `dropped_bytes` is for; `null` before the file exists. A reader that opens a
     /// file with another identity reloads the record (a rotation happened since).
     pub file: Option<FileId>,
+    /// Bytes the run wrote that could not be written to the output file (no room in the files
+    /// folder), in all: counted in `written_bytes`, and in `dropped_bytes` once a new output
+    /// file begins after them. Absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unwritten_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A file's identity: device and inode numbers.

@@ -241,6 +241,8 @@ fn supervise(
             tracing::warn!("{err:#}");
         }
     }
+    // Output dropped for want of room is said in the output file if there is room by now.
+    output.finish(state, record);
     record.failure = watched.failure;
     record.store_ended(state)?;
     tracing::info!(id = %record.id, state = record.status.state().as_str(), "run ended");
