@@ -9,9 +9,10 @@
 //!   two seconds later) and exits. It usually has begun already: its supervisor's death sent it
 //!   SIGTERM;
 //! - then each process still left is signalled only if `/proc` proves it the run's: in the
-//!   recorded session, in the gate's group or the sandbox's recorded group, started no earlier
-//!   than the gate, **and** either started before a moment at which the gate was seen alive, or
-//!   holding the run's output pipe.
+//!   recorded session, started no earlier than the gate, **and** either started before a moment
+//!   at which the gate was seen alive, or holding the run's output pipe. Its group does not
+//!   matter: either proof holds for every process of the session, so a sandbox whose own group
+//!   was not recorded yet (its supervisor died as it started) is found all the same.
 //!
 //! Why those two. Linux gives a pid number to a new process only once no process uses it as its
 //! pid, its group or its session. So while the gate (pid `S`, the session's leader) is alive, or
@@ -20,11 +21,11 @@
 //! session from the run (a session can be entered only by being born in it; `setsid` makes one
 //! whose id is the caller's own pid). Once the gate is gone, though, the run's session and groups
 //! may have ended and their ids been taken by another program that called `setsid` (every daemon
-//! does): "in the session, in the group, started after the run" is then met by that program's
+//! does): "in the session and the group, started after the run" is then met by that program's
 //! processes too. What an unrelated process does not have by accident is the run's output pipe
 //! (its identity is in the record): the run's processes hold it as their stdout and stderr unless
-//! they closed it. A process that matches the session, the group and the time but holds no such
-//! pipe is **left running**, said in the sweep's log and in the record's `left_running`: a
+//! they closed it. A process that matches the session and the time but holds no such pipe is
+//! **left running**, said in the sweep's log and in the record's `left_running`: a
 //! leftover that is left is better than another program's process killed.
 //!
 //! A group id whose leader is gone is never killed wholesale. Records of older gates (no
@@ -53,8 +54,8 @@ const MAX_FDS_LOOKED_AT: usize = 4096;
 pub struct Reclaimed {
     /// Whether anything was signalled.
     pub signalled: bool,
-    /// Processes that look like the run's (its session, a recorded group, started after its
-    /// gate) but that nothing proves its own: left running.
+    /// Processes that look like the run's (in its session, started after its gate) but that
+    /// nothing proves its own: left running.
     pub left: Vec<i32>,
 }
 
@@ -145,12 +146,8 @@ pub fn kill_run(record: &Record) -> Reclaimed {
         return done;
     };
     let session = sandbox.session.get();
-    let groups = [Some(group.pgid.get()), sandbox.pgid.map(|p| p.get())];
-    let looks_like_the_runs = |stat: &Stat| {
-        stat.session == session
-            && groups.contains(&Some(stat.pgrp))
-            && stat.start_time >= group.leader_start_time
-    };
+    let looks_like_the_runs =
+        |stat: &Stat| stat.session == session && stat.start_time >= group.leader_start_time;
     let born_while_seen =
         |stat: &Stat| leader_seen && before_look.is_some_and(|t| stat.start_time < t);
     let killed = proven::kill_proven(|pid, stat| {
