@@ -15,7 +15,7 @@
 //! | `index/started/<minute>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<started_at_ms>` 13 digits, so names sort by start time |
 //! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
 //! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
-//! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names ([`crate::strays`]) |
+//! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`crate::strays`]) |
 //!
 //! The record is the truth and the index a guide: a name whose record is gone, or says
 //! otherwise, is passed over (and tidied by whoever holds the run's lock); what must never

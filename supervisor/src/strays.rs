@@ -21,6 +21,7 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
             return;
         }
     };
+    tracing::debug!("the state folder changed since the last look: reading its top level");
     let ids = match look.unindexed(state) {
         Ok(ids) => ids,
         Err(err) => {

@@ -1,8 +1,9 @@
 //! Records that no index names (issue 19, item 4): a damaged `<id>.json` and a valid one written
-//! into the state folder outside the index. The next sweep moves the first aside and indexes
-//! the second, which `list` then shows; a sweep finds them only when the folder changed since
-//! its last look (its modification time), so a sweep with nothing changed does not read the
-//! folder.
+//! into the state folder outside the index. The next sweep that looks moves the first aside and
+//! indexes the second, which `list` then shows. A sweep looks only when the folder changed since
+//! its last look (its modification time) and that look is ten minutes old (`index/looked`'s
+//! access time, which the test sets back), so a sweep with nothing changed, or soon after a
+//! look, does not read the folder.
 use std::time::SystemTime;
 
 use serde_json::json;
@@ -28,6 +29,18 @@ fn set_folder_time(t: &Tell, to: SystemTime) {
         .unwrap();
 }
 
+/// Makes the last look eleven minutes old.
+fn age_last_look(t: &Tell) {
+    let looked = t.state().join("index/looked");
+    let long_ago = SystemTime::now() - std::time::Duration::from_secs(11 * 60);
+    std::fs::File::options()
+        .write(true)
+        .open(looked)
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_accessed(long_ago))
+        .unwrap();
+}
+
 #[test]
 fn a_sweep_moves_aside_a_damaged_record_no_index_names_and_indexes_a_valid_one() {
     let t = Tell::new(Sandbox::Passthrough);
@@ -48,6 +61,7 @@ fn a_sweep_moves_aside_a_damaged_record_no_index_names_and_indexes_a_valid_one()
     )
     .unwrap();
 
+    age_last_look(&t);
     let stderr = t.sweep();
     let state = t.state();
     assert!(
@@ -69,19 +83,27 @@ fn a_sweep_moves_aside_a_damaged_record_no_index_names_and_indexes_a_valid_one()
         "the valid record is kept as it was"
     );
 
-    // Nothing changed since the last look (the folder's time is the one the look noted): the
-    // next sweep does not read the folder, so a record planted behind its back stays unseen.
-    t.sweep();
-    let looked = mtime(&state.join("index/looked"));
+    // Planted soon after a look: the next sweep does not read the folder though it changed.
     std::fs::write(t.bg.record_path(LATER), b"not json").unwrap();
+    t.sweep();
+    assert!(
+        exists(&t.bg.record_path(LATER)),
+        "a sweep read the folder again within ten minutes of a look"
+    );
+    // Nothing changed since the last look (the folder's time is the one the look noted): no
+    // look, however old the last one.
+    let looked = mtime(&state.join("index/looked"));
     set_folder_time(&t, looked);
+    age_last_look(&t);
     t.sweep();
     assert!(
         exists(&t.bg.record_path(LATER)),
         "a sweep read the folder though its time had not changed"
     );
-    // Once the folder changes, the next sweep looks and finds it.
     set_folder_time(&t, SystemTime::now());
+    // Changed, and the last look ten minutes old: the next sweep looks and finds it.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    age_last_look(&t);
     let stderr = t.sweep();
     assert!(
         !exists(&t.bg.record_path(LATER)) && exists(&state.join(format!("{LATER}.damaged"))),
