@@ -6,7 +6,8 @@
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
-#   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors, each
+#   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
+#                                        their sandbox starts: --kind gate), each
 #                                        sandbox, and the trials that left a process behind
 #                                        (not part of `all`: it takes a quarter of an hour)
 set -euo pipefail

@@ -54,6 +54,10 @@ mod keyring;
 /// `stop --state` and `remove --state`.
 #[path = "telling/state_folder.rs"]
 mod state_folder;
+/// Records that no index names: found by the sweep when the folder changed, indexed or moved
+/// aside.
+#[path = "telling/strays.rs"]
+mod strays;
 /// Sweeps: lost runs, the pid-reuse guard, the ten minutes, the keep.
 #[path = "telling/sweeps.rs"]
 mod sweeps;

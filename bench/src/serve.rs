@@ -64,6 +64,16 @@ pub struct Answer {
 impl Serve {
     /// Starts `serve` and goes through the initialize handshake.
     pub fn start(name: &str, args: &ServeArgs<'_>) -> Result<Serve> {
+        Serve::start_with_env(name, args, &[])
+    }
+
+    /// [`Serve::start`] with `env` added to serve's environment (a test hook that serve's
+    /// supervisors inherit).
+    pub fn start_with_env(
+        name: &str,
+        args: &ServeArgs<'_>,
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Result<Serve> {
         let log = File::create(&args.log)
             .with_context(|| format!("creating serve's log {}", args.log.display()))?;
         let mut command = Command::new(args.binary);
@@ -78,6 +88,7 @@ impl Serve {
             command.args(["--program", program]);
         }
         command.args(&args.extra);
+        command.envs(env.iter().copied());
         if !args.sandbox_check {
             command.arg("--no-sandbox-check");
         }

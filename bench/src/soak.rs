@@ -12,6 +12,9 @@
 //!   SIGKILLed a random 0–30 ms after `start` answered; once it is dead a sweep runs, and every
 //!   process with the marker must be gone within ten seconds.
 //!
+//! - gate trials ([`gate`]): as the supervisor trials, but the gate is held shut until a random
+//!   0–15 ms after `start` answered, so that the kill falls while the sandbox starts.
+//!
 //! A survivor is reported by its command line, then killed (by pid: it carries this trial's
 //! marker), so one bad trial does not spoil the next.
 
@@ -27,6 +30,8 @@ use crate::bins::sibling;
 use crate::foreground::system_program;
 use crate::procs::running_with;
 use crate::serve::{Serve, ServeArgs};
+
+mod gate;
 
 /// How long the processes of a trial may take to be gone.
 const GONE_WITHIN: Duration = Duration::from_secs(10);
@@ -57,6 +62,9 @@ pub struct Options {
     /// (that line without a PID namespace, with `--new-session`).
     #[arg(long)]
     pub sandbox: Option<String>,
+    /// Only this kind of trial: `serve`, `supervisor` or `gate`.
+    #[arg(long)]
+    pub kind: Option<String>,
 }
 
 /// Runs the soak and prints, per sandbox and kind, the trials and the trials that left
@@ -78,41 +86,74 @@ pub fn run(options: &Options) -> Result<()> {
     let programs = bins.procs.parent().context("no folder")?.to_path_buf();
     let mut rng = Rng::seeded();
     println!(
-        "Link Run soak: {} SIGKILLs of serve and {} of supervisors per sandbox, 0-30 ms after the start",
-        options.trials, options.trials
+        "Link Run soak: {} SIGKILLs of serve, {} of supervisors and {} of supervisors as their \
+         sandbox starts, per sandbox, 0-30 ms after the start",
+        options.trials, options.trials, options.trials
     );
     let mut total = 0;
     for (name, sandbox) in sandboxes(&bins, &files, &programs)? {
         if options.sandbox.as_deref().is_some_and(|only| only != name) {
             continue;
         }
-        let serve_left = serve_trials(
-            &bins,
-            &files,
-            &programs,
-            &sandbox,
-            options,
-            &mut rng,
-            place.path(),
-        )?;
-        println!(
-            "  {name:<18} serve SIGKILLed:      {:>4} trials, {serve_left} left something",
-            options.trials
-        );
-        let runs_left = supervisor_trials(
-            &bins,
-            &files,
-            &programs,
-            &sandbox,
-            options,
-            &mut rng,
-            place.path(),
-        )?;
-        println!(
-            "  {name:<18} supervisor SIGKILLed: {:>4} trials, {runs_left} left something",
-            options.trials
-        );
-        total += serve_left + runs_left;
+        let runs = |kind: &str| options.kind.as_deref().is_none_or(|only| only == kind);
+        let serve_left = if !runs("serve") {
+            0
+        } else {
+            serve_trials(
+                &bins,
+                &files,
+                &programs,
+                &sandbox,
+                options,
+                &mut rng,
+                place.path(),
+            )?
+        };
+        if runs("serve") {
+            println!(
+                "  {name:<18} serve SIGKILLed:      {:>4} trials, {serve_left} left something",
+                options.trials
+            );
+        }
+        let runs_left = if !runs("supervisor") {
+            0
+        } else {
+            supervisor_trials(
+                &bins,
+                &files,
+                &programs,
+                &sandbox,
+                options,
+                &mut rng,
+                place.path(),
+            )?
+        };
+        if runs("supervisor") {
+            println!(
+                "  {name:<18} supervisor SIGKILLed: {:>4} trials, {runs_left} left something",
+                options.trials
+            );
+        }
+        let gate_left = if !runs("gate") {
+            0
+        } else {
+            gate::trials(
+                &bins,
+                &files,
+                &programs,
+                &sandbox,
+                options,
+                &mut rng,
+                place.path(),
+            )?
+        };
+        if runs("gate") {
+            println!(
+                "  {name:<18} killed as it starts:  {:>4} trials, {gate_left} left something",
+                options.trials
+            );
+        }
+        total += serve_left + runs_left + gate_left;
     }
     println!("survivors in all: {total} (target 0)");
     if total > 0 {
@@ -336,22 +377,42 @@ fn gone(marker: &str) -> bool {
     }
 }
 
-/// The supervisor of run `id` (the only process with `supervise` and the id in its command
-/// line), looked for until it shows.
+/// The supervisor of run `id`, looked for until it shows: the process with `supervise` and the
+/// id in its command line whose parent is not `serve`. (`serve` starts a first process that
+/// forks the supervisor away and exits; a kill of that first one would miss the run.)
 fn find_supervisor(id: &str) -> Result<u32> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        if let Some((pid, _)) = running_with(id)
+        let supervisor = running_with(id)
             .into_iter()
-            .find(|(_, cmdline)| cmdline.contains(" supervise "))
-        {
+            .filter(|(_, cmdline)| cmdline.contains(" supervise "))
+            .map(|(pid, _)| pid)
+            .find(|pid| parent_of(*pid).is_some_and(|parent| !is_serve(parent)));
+        if let Some(pid) = supervisor {
             return Ok(pid);
         }
         if Instant::now() >= deadline {
             bail!("no supervisor of run {id}");
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_micros(200));
     }
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` is a `lnk-link-run serve`.
+fn is_serve(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("lnk-link-run\0serve"))
 }
 
 fn kill(pid: u32) {

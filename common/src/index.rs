@@ -15,6 +15,7 @@
 //! | `index/started/<minute>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<started_at_ms>` 13 digits, so names sort by start time |
 //! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
 //! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
+//! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`crate::strays`]) |
 //!
 //! The record is the truth and the index a guide: a name whose record is gone, or says
 //! otherwise, is passed over (and tidied by whoever holds the run's lock); what must never
@@ -65,7 +66,7 @@ const MINUTE_MS: u64 = 60_000;
 
 /// The folders of the index, by kind.
 #[derive(Debug, Clone, Copy)]
-enum Kind {
+pub(crate) enum Kind {
     Running,
     Started,
     Due,
@@ -83,7 +84,7 @@ impl Kind {
     }
 }
 
-fn dir(state: &StateDir, kind: Kind) -> PathBuf {
+pub(crate) fn dir(state: &StateDir, kind: Kind) -> PathBuf {
     state.path().join(INDEX_DIR).join(kind.name())
 }
 
@@ -91,7 +92,7 @@ fn minute_name(ms: u64) -> String {
     format!("{:010}", ms / MINUTE_MS)
 }
 
-fn started_path(state: &StateDir, record: &Record) -> PathBuf {
+pub(crate) fn started_path(state: &StateDir, record: &Record) -> PathBuf {
     let ms = record.started_at_ms.0;
     dir(state, Kind::Started)
         .join(minute_name(ms))
@@ -100,7 +101,7 @@ fn started_path(state: &StateDir, record: &Record) -> PathBuf {
 
 /// When a sweep should first look at an ended run: its end plus its keep (told or not: an
 /// untold one found there early is filed again for later).
-fn due_at(record: &Record) -> Option<UnixMs> {
+pub(crate) fn due_at(record: &Record) -> Option<UnixMs> {
     let ended = record.status.ended_at()?;
     Some(UnixMs(ended.0.saturating_add(record.launch.limits.keep_ms)))
 }
@@ -116,7 +117,7 @@ fn due_at_latest(record: &Record) -> Option<UnixMs> {
     Some(UnixMs(ended.0.saturating_add(wait).saturating_add(1)))
 }
 
-fn due_path(state: &StateDir, at: UnixMs, id: &RunId) -> PathBuf {
+pub(crate) fn due_path(state: &StateDir, at: UnixMs, id: &RunId) -> PathBuf {
     dir(state, Kind::Due)
         .join(minute_name(at.0))
         .join(id.as_str())
@@ -445,18 +446,7 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
         let Ok(record) = Record::load(state, id) else {
             continue;
         };
-        name(state, id, &started_path(state, &record))?;
-        if record.status.is_running() {
-            name(state, id, &dir(state, Kind::Running).join(id.as_str()))?;
-        } else {
-            // An ended run may still be untold; the running name (none here) is left alone.
-            if let Some(at) = due_at(&record) {
-                name(state, id, &due_path(state, at, id))?;
-            }
-            if record.tell_due(UnixMs::now()) {
-                name(state, id, &dir(state, Kind::Untold).join(id.as_str()))?;
-            }
-        }
+        crate::strays::file_found(state, &record)?;
         indexed += 1;
     }
     init(state)?;
@@ -465,7 +455,7 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
 
 /// Makes the index name `path` for run `id`: a hard link of its lock file, or an empty file
 /// when it has none. A name that exists already is left as it is.
-fn name(state: &StateDir, id: &RunId, path: &Path) -> Result<(), Error> {
+pub(crate) fn name(state: &StateDir, id: &RunId, path: &Path) -> Result<(), Error> {
     let lock = state.lock(id);
     // Not following a link: the name links the lock's own inode, whatever it is, and only the
     // name is ever read.
@@ -550,7 +540,7 @@ fn remove_empty_dir(dir: &Path) {
 }
 
 /// The names in `dir` (none if it does not exist), with their paths.
-fn names_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
+pub(crate) fn names_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),

@@ -67,6 +67,11 @@ pub struct Record {
     /// gate could not set up); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// What a sweep left running because nothing proved it the run's (its gate was gone, and
+    /// after pid reuse the run's session and groups may be another program's), in words with
+    /// the pids; absent when nothing was left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_running: Option<String>,
     /// Running, or how it ended.
     pub status: Status,
     /// The output file's counters.
@@ -167,6 +172,11 @@ pub struct SandboxGroup {
     pub session: ProcessId,
     /// The sandbox process's own group (its pid); `null` until the gate reported it started.
     pub pgid: Option<ProcessId>,
+    /// The run's output pipe (stdout and stderr of the gate and of everything it starts), by
+    /// identity; absent in records of older supervisors. A process that holds it was given it
+    /// by the run: with the gate gone, it is what proves a process the run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_pipe: Option<FileId>,
 }
 
 /// The run's supervisor process: its pid and start time, which together name it on this boot
@@ -193,6 +203,15 @@ pub struct Output {
     /// The file that `dropped_bytes` is for; `null` before the file exists. A reader that opens a
     /// file with another identity reloads the record (a rotation happened since).
     pub file: Option<FileId>,
+    /// Bytes the run wrote that could not be written to the output file (no room in the files
+    /// folder), in all: counted in `written_bytes`, and in `dropped_bytes` once a new output
+    /// file begins after them. Absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unwritten_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A file's identity: device and inode numbers.
@@ -229,6 +248,7 @@ impl Record {
             sandbox: None,
             supervisor: None,
             failure: None,
+            left_running: None,
             status: Status::Running,
             output: Output::default(),
             telling: Telling::default(),

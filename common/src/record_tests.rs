@@ -85,6 +85,7 @@ fn round_trips_through_the_state_folder() {
         written_bytes: 10,
         dropped_bytes: 4,
         file: Some(FileId { dev: 1, ino: 2 }),
+        unwritten_bytes: 0,
     };
     r.telling = Telling {
         told: true,

@@ -146,6 +146,7 @@ fn a_gates_record_v1_names_the_session_and_the_sandbox_group() {
         Some(SandboxGroup {
             session: gate,
             pgid: Some(ProcessId::new(52316).unwrap()),
+            output_pipe: None,
         })
     );
     assert_eq!(

@@ -9,6 +9,7 @@ mod keyring;
 mod output;
 mod reclaim;
 mod stop_all;
+mod strays;
 mod supervise;
 mod sweep;
 mod tell;

@@ -5,10 +5,23 @@
 //! beside it; the record is rewritten with the bytes cut added to `dropped_bytes` and the new
 //! file's identity; then the new file is renamed over the old name. A reader that opens a
 //! file whose identity is not the record's reloads the record, so offsets never go stale.
+//!
+//! **No room.** When the files folder is full (or its quota is), the output that cannot be
+//! written is dropped and counted (`written_bytes`, `unwritten_bytes`), the run goes on, and the
+//! supervisor's log says so once. The record is stored with the counts within [`RETRY`] (so
+//! `list` and `read` show them), and a new file is tried each time output comes and, while the
+//! run is quiet, after [`RETRY`], then twice as long each time up to [`MAX_BACKOFF`]; once there
+//! is room, a new output file begins (renamed over the old one, as a
+//! rotation's is) with one line that says how many bytes could not be written, and everything
+//! before it counts in `dropped_bytes`. So the file always holds the bytes
+//! `[dropped_bytes, dropped_bytes + length)` of everything the run wrote, and `list`, `read`,
+//! the record and the file agree. The same when a rotation cannot be made for want of room in
+//! the files folder or the state folder (the record of the rotation cannot be stored).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Write};
 use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use lnk_common::id::RunId;
@@ -16,6 +29,13 @@ use lnk_common::layout::StateDir;
 use lnk_common::record::{FileId, Record};
 use lnk_common::safe_open::BackgroundDir;
 use lnk_common::write::Durability;
+use rustix::io::Errno;
+
+/// How soon the record is stored with the bytes counted while there is no room, and how soon a
+/// quiet run first tries again.
+pub const RETRY: Duration = Duration::from_millis(250);
+/// The longest a quiet run's supervisor waits between tries to begin a new file.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The output file being written, and its counters.
 pub struct OutputFile {
@@ -25,6 +45,64 @@ pub struct OutputFile {
     len: u64,
     /// Its cap.
     cap: u64,
+    /// Output dropped for want of room, since the last byte written.
+    gap: Option<Gap>,
+}
+
+/// Output that could not be written since the folder ran out of room.
+struct Gap {
+    /// Which folder had no room, for the log and the line in the new file.
+    why: &'static str,
+    /// Bytes dropped in this gap.
+    bytes: u64,
+    /// When a new file was last tried (or the gap began).
+    tried_at: Instant,
+    /// Whether bytes were dropped since the record was last stored.
+    unstored: bool,
+    /// How long after `tried_at` a quiet run tries again.
+    backoff: Duration,
+}
+
+/// Why a rotation was not made.
+enum Rotation {
+    /// No room in `.0` (the files folder or the state folder).
+    NoRoom(&'static str),
+    /// Anything else.
+    Failed(anyhow::Error),
+}
+
+const FILES_FULL: &str = "the files folder is full";
+const STATE_FULL: &str = "the state folder is full";
+
+/// Whether `err` means there is no room (no space, or the quota).
+fn no_room(err: &io::Error) -> bool {
+    err.raw_os_error().is_some_and(|code| {
+        code == Errno::NOSPC.raw_os_error() || code == Errno::DQUOT.raw_os_error()
+    })
+}
+
+/// [`no_room`] for the common crate's errors.
+fn no_room_in(err: &lnk_common::Error) -> bool {
+    match err {
+        lnk_common::Error::Io { cause, .. } | lnk_common::Error::Rename { cause, .. } => {
+            no_room(cause)
+        }
+        _ => false,
+    }
+}
+
+/// Writes `bytes` to `file`: how many were written, and the error that stopped it, if any.
+fn write_counting(file: &mut File, bytes: &[u8]) -> (usize, Option<io::Error>) {
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.write(&bytes[done..]) {
+            Ok(0) => return (done, Some(io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Some(e)),
+        }
+    }
+    (done, None)
 }
 
 impl OutputFile {
@@ -52,55 +130,221 @@ impl OutputFile {
             file,
             len,
             cap: record.launch.limits.output_cap_bytes,
+            gap: None,
         })
     }
 
     /// Appends `bytes`, rotating each time the file reaches its cap, so it never holds more
-    /// than the cap.
+    /// than the cap. Bytes for which there is no room are dropped and counted (see the module
+    /// docs); only another failure is an error.
     pub fn append(
         &mut self,
         mut bytes: &[u8],
         state: &StateDir,
         record: &mut Record,
     ) -> Result<()> {
+        if self.gap.is_some() && !self.resume(state, record) {
+            self.drop_bytes(bytes.len() as u64, record);
+            return Ok(());
+        }
         while !bytes.is_empty() {
             let room = usize::try_from(self.cap.saturating_sub(self.len)).unwrap_or(usize::MAX);
             let take = room.min(bytes.len());
-            self.file.write_all(&bytes[..take]).with_context(|| {
-                format!(
-                    "writing the output file in {}",
-                    self.background.path().display()
-                )
-            })?;
-            self.len += take as u64;
-            record.output.written_bytes += take as u64;
-            bytes = &bytes[take..];
+            let (written, failed) = write_counting(&mut self.file, &bytes[..take]);
+            self.len += written as u64;
+            record.output.written_bytes += written as u64;
+            bytes = &bytes[written..];
+            match failed {
+                None => {}
+                Some(err) if no_room(&err) => {
+                    self.no_room(FILES_FULL, &err.to_string(), record);
+                    self.drop_bytes(bytes.len() as u64, record);
+                    return Ok(());
+                }
+                Some(err) => {
+                    return Err(err).with_context(|| {
+                        format!(
+                            "writing the output file in {}",
+                            self.background.path().display()
+                        )
+                    });
+                }
+            }
             if self.len >= self.cap {
-                self.rotate(state, record)?;
+                match self.rotate(state, record) {
+                    Ok(()) => {}
+                    Err(Rotation::NoRoom(why)) => {
+                        self.no_room(why, "the output file could not be rotated", record);
+                        self.drop_bytes(bytes.len() as u64, record);
+                        return Ok(());
+                    }
+                    Err(Rotation::Failed(err)) => return Err(err),
+                }
             }
         }
         Ok(())
     }
 
+    /// At the run's end: output dropped for want of room gets its line in a new file if there
+    /// is room now; else the record's `unwritten_bytes` is what says it.
+    pub fn finish(&mut self, state: &StateDir, record: &mut Record) {
+        if let Some(gap) = &self.gap {
+            let (why, bytes) = (gap.why, gap.bytes);
+            if !self.resume(state, record) {
+                tracing::warn!(id = %record.id, "{why}: {bytes} bytes of output could not be written, and still cannot be said in the output file");
+            }
+        }
+    }
+
+    /// Begins a gap, saying why once.
+    fn no_room(&mut self, why: &'static str, cause: &str, record: &Record) {
+        if self.gap.is_some() {
+            return;
+        }
+        tracing::warn!(
+            id = %record.id,
+            "{why} ({cause}): the run's output from byte {} on is counted but not written, and \
+             the run goes on; writing resumes, in a new output file, once there is room",
+            record.output.written_bytes
+        );
+        self.gap = Some(Gap {
+            why,
+            bytes: 0,
+            tried_at: Instant::now(),
+            unstored: false,
+            backoff: RETRY,
+        });
+    }
+
+    /// Counts `n` bytes that could not be written (the record is stored with them by
+    /// [`OutputFile::tick`]).
+    fn drop_bytes(&mut self, n: u64, record: &mut Record) {
+        let Some(gap) = &mut self.gap else {
+            return;
+        };
+        gap.bytes += n;
+        gap.unstored = true;
+        record.output.written_bytes += n;
+        record.output.unwritten_bytes += n;
+    }
+
+    /// When the supervisor should call [`OutputFile::tick`], while output is being dropped.
+    pub fn due(&self) -> Option<Instant> {
+        let gap = self.gap.as_ref()?;
+        Some(gap.tried_at + if gap.unstored { RETRY } else { gap.backoff })
+    }
+
+    /// While output is being dropped: once [`OutputFile::due`], tries to begin a new file, and
+    /// stores the record with the counts if that cannot be done yet.
+    pub fn tick(&mut self, state: &StateDir, record: &mut Record) {
+        if self.due().is_none_or(|at| Instant::now() < at) || self.resume(state, record) {
+            return;
+        }
+        let Some(gap) = &mut self.gap else {
+            return;
+        };
+        if gap.unstored {
+            gap.unstored = false;
+            if let Err(err) = record.store_with(state, Durability::Atomic) {
+                tracing::debug!(id = %record.id, "storing the counts of unwritten output: {err}");
+            }
+        } else {
+            gap.backoff = (gap.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Tries to end a gap: a new output file that begins with a line saying how many bytes
+    /// could not be written, renamed over the old one once the record names it, with
+    /// everything before it counted as dropped. Whether it did. A try that finds no room costs
+    /// a file made, a write refused and the file removed.
+    fn resume(&mut self, state: &StateDir, record: &mut Record) -> bool {
+        let Some(gap) = &mut self.gap else {
+            return true;
+        };
+        gap.tried_at = Instant::now();
+        let (why, bytes) = (gap.why, gap.bytes);
+        let line =
+            format!("lnk-link-supervise: {why}: {bytes} bytes of output could not be written\n");
+        let Ok(mut temp) = self.background.create_rotation_temp(&record.id) else {
+            return false;
+        };
+        let before = record.output;
+        let new_file = match (
+            write_counting(&mut temp.file, line.as_bytes()),
+            FileId::of(&temp.file),
+        ) {
+            ((n, None), Ok(id)) if n == line.len() => id,
+            _ => {
+                let _ = self.background.remove_rotation_leftovers(&record.id);
+                return false;
+            }
+        };
+        record.output.dropped_bytes = record.output.written_bytes;
+        record.output.written_bytes += line.len() as u64;
+        record.output.file = Some(new_file);
+        if record.store_with(state, Durability::Atomic).is_err() {
+            record.output = before;
+            let _ = self.background.remove_rotation_leftovers(&record.id);
+            return false;
+        }
+        match self.background.install_rotation(temp, &record.id) {
+            Ok(file) => {
+                self.file = file;
+                self.len = line.len() as u64;
+                self.gap = None;
+                tracing::info!(id = %record.id, "there is room again: {bytes} bytes of output could not be written; a new output file begins");
+                true
+            }
+            Err(err) => {
+                tracing::warn!(id = %record.id, "beginning a new output file: {err}");
+                record.output = before;
+                let _ = record.store_with(state, Durability::Atomic);
+                let _ = self.background.remove_rotation_leftovers(&record.id);
+                false
+            }
+        }
+    }
+
     /// Keeps the newest half of the cap in a new file renamed over the old one.
-    fn rotate(&mut self, state: &StateDir, record: &mut Record) -> Result<()> {
+    fn rotate(&mut self, state: &StateDir, record: &mut Record) -> Result<(), Rotation> {
         let keep = (self.cap / 2).min(self.len);
         let cut = self.len - keep;
-        let temp = self.background.create_rotation_temp(&record.id)?;
+        let temp = match self.background.create_rotation_temp(&record.id) {
+            Ok(temp) => temp,
+            Err(err) if no_room_in(&err) => return Err(Rotation::NoRoom(FILES_FULL)),
+            Err(err) => return Err(Rotation::Failed(err.into())),
+        };
         let temp_name = temp.name().to_owned();
         let copied = copy_range(&self.file, self.len - keep, &temp.file, keep);
         if let Err(source) = copied {
             let _ = self.background.remove_rotation_leftovers(&record.id);
+            if no_room(&source) {
+                return Err(Rotation::NoRoom(FILES_FULL));
+            }
             let path = self.background.path().join(temp_name);
-            return Err(source)
-                .with_context(|| format!("copying the newest half to {}", path.display()));
+            return Err(Rotation::Failed(
+                anyhow::Error::new(source)
+                    .context(format!("copying the newest half to {}", path.display())),
+            ));
         }
+        let before = record.output;
         record.output.dropped_bytes += cut;
-        record.output.file = Some(FileId::of(&temp.file)?);
+        record.output.file = Some(FileId::of(&temp.file).map_err(|e| Rotation::Failed(e.into()))?);
         // Rotations are frequent under a fast writer; the record only has to be whole for
         // readers here, and the end is written durably.
-        record.store_with(state, Durability::Atomic)?;
-        self.file = self.background.install_rotation(temp, &record.id)?;
+        if let Err(err) = record.store_with(state, Durability::Atomic) {
+            record.output = before;
+            let _ = self.background.remove_rotation_leftovers(&record.id);
+            return Err(if no_room_in(&err) {
+                Rotation::NoRoom(STATE_FULL)
+            } else {
+                Rotation::Failed(err.into())
+            });
+        }
+        self.file = self
+            .background
+            .install_rotation(temp, &record.id)
+            .map_err(|e| Rotation::Failed(e.into()))?;
         self.len = keep;
         Ok(())
     }

@@ -8,21 +8,37 @@
 //!   a pidfd and given a few seconds to end: a gate that lives stops its run (SIGTERM, SIGKILL
 //!   two seconds later) and exits. It usually has begun already: its supervisor's death sent it
 //!   SIGTERM;
-//! - then, or when the leader is gone, each process still left is signalled only if its own
-//!   `/proc/<pid>/stat` proves it the run's: in the recorded session, in the gate's group or
-//!   the sandbox's recorded group, and started no earlier than the gate. A group id whose
-//!   leader is gone is never killed wholesale: after pid reuse it may be someone else's.
+//! - then each process still left is signalled only if `/proc` proves it the run's: in the
+//!   recorded session, started no earlier than the gate, **and** either started before a moment
+//!   at which the gate was seen alive, or holding the run's output pipe. Its group does not
+//!   matter: either proof holds for every process of the session, so a sandbox whose own group
+//!   was not recorded yet (its supervisor died as it started) is found all the same.
 //!
-//! Records of older gates (no `sandbox` field: the gate became the sandbox by `exec`) name no
-//! session; their group is killed only while its recorded leader still holds its id.
+//! Why those two. Linux gives a pid number to a new process only once no process uses it as its
+//! pid, its group or its session. So while the gate (pid `S`, the session's leader) is alive, or
+//! any process is still in session `S`, nobody else can make a session `S`. A process of
+//! session `S` that started before a moment at which the gate was seen alive inherited the
+//! session from the run (a session can be entered only by being born in it; `setsid` makes one
+//! whose id is the caller's own pid). Once the gate is gone, though, the run's session and groups
+//! may have ended and their ids been taken by another program that called `setsid` (every daemon
+//! does): "in the session and the group, started after the run" is then met by that program's
+//! processes too. What an unrelated process does not have by accident is the run's output pipe
+//! (its identity is in the record): the run's processes hold it as their stdout and stderr unless
+//! they closed it. A process that matches the session and the time but holds no such pipe is
+//! **left running**, said in the sweep's log and in the record's `left_running`: a
+//! leftover that is left is better than another program's process killed.
+//!
+//! A group id whose leader is gone is never killed wholesale. Records of older gates (no
+//! `sandbox` field: the gate became the sandbox by `exec`) name no session; their group is
+//! killed only while its recorded leader still holds its id.
 
 use std::time::Duration;
 
 use lnk_common::layout::StateDir;
 use lnk_common::lock::LockGuard;
-use lnk_common::proc_info::{self, Liveness};
+use lnk_common::proc_info::{self, Liveness, Stat};
 use lnk_common::reaper::proven;
-use lnk_common::record::{Group, Record};
+use lnk_common::record::{FileId, Group, Record};
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -30,11 +46,40 @@ use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open, p
 
 /// How long a living gate is given to stop its run and end: its stop grace, and some.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// The most descriptors of one process looked at for the run's output pipe.
+const MAX_FDS_LOOKED_AT: usize = 4096;
+
+/// What [`kill_run`] did.
+#[derive(Debug, Default)]
+pub struct Reclaimed {
+    /// Whether anything was signalled.
+    pub signalled: bool,
+    /// Processes that look like the run's (in its session, started after its gate) but that
+    /// nothing proves its own: left running.
+    pub left: Vec<i32>,
+}
+
+impl Reclaimed {
+    /// What is said of [`Reclaimed::left`] in the log and the record, if anything was left.
+    pub fn left_running(&self) -> Option<String> {
+        if self.left.is_empty() {
+            return None;
+        }
+        let pids: Vec<String> = self.left.iter().map(i32::to_string).collect();
+        Some(format!(
+            "{} process(es) of the run's session were left running (pids {}): its gate was \
+             gone, and none holds the run's output pipe, so nothing proves them the run's rather \
+             than another program's that took the session's id after pid reuse",
+            self.left.len(),
+            pids.join(", ")
+        ))
+    }
+}
 
 /// Marks a running record `lost` (the caller holds its lock, as `_lock` proves) and kills what
 /// is left of the run when it is surely its own. Whether anything was signalled.
 pub fn mark_lost(state: &StateDir, record: &mut Record, _lock: &LockGuard) -> anyhow::Result<bool> {
-    let killed = kill_run(record);
+    let reclaimed = kill_run(record);
     // An interactive run's stdin channel, which its supervisor would have removed.
     let channel = state.stdin_channel(&record.id);
     if let Err(err) = std::fs::remove_file(&channel)
@@ -46,66 +91,108 @@ pub fn mark_lost(state: &StateDir, record: &mut Record, _lock: &LockGuard) -> an
         ended_at_ms: UnixMs::now(),
         exit: None,
     };
+    if let Some(left) = reclaimed.left_running() {
+        record.left_running = Some(left);
+    }
     record.store(state)?;
-    tracing::info!(id = %record.id, killed, "a run whose supervisor is gone is recorded lost");
-    Ok(killed)
+    tracing::info!(id = %record.id, killed = reclaimed.signalled, "a run whose supervisor is gone is recorded lost");
+    Ok(reclaimed.signalled)
 }
 
-/// Kills what is left of the run, by the rules of the module docs. Whether anything was
-/// signalled.
-pub fn kill_run(record: &Record) -> bool {
+/// Kills what is left of the run, by the rules of the module docs.
+pub fn kill_run(record: &Record) -> Reclaimed {
+    let mut done = Reclaimed::default();
     let Some(group) = record.group else {
-        return false;
+        return done;
     };
     match proc_info::boot_id() {
         Ok(boot) if boot == record.boot_id => {}
         Ok(_) => {
             tracing::info!(id = %record.id, "the record is from another boot; its pids are not its own");
-            return false;
+            return done;
         }
         Err(err) => {
             tracing::warn!(id = %record.id, "{err}");
-            return false;
+            return done;
         }
     }
-    let mut signalled = match proc_info::check_process(group.leader_pid, group.leader_start_time) {
-        Ok(Liveness::Same) => stop_leader(&group),
+    // Taken before the leader is looked at: if it is seen alive, its session's id was the run's
+    // at least until this moment.
+    let before_look = ticks_now();
+    let leader_seen = match proc_info::check_process(group.leader_pid, group.leader_start_time) {
+        Ok(Liveness::Same) => {
+            done.signalled = stop_leader(&group);
+            true
+        }
         Ok(Liveness::Gone) => false,
         Ok(Liveness::Other) => {
             tracing::info!(id = %record.id, pid = group.leader_pid.get(), "the leader's pid belongs to another process now");
-            return false;
+            return done;
         }
         Err(err) => {
             tracing::warn!(id = %record.id, "{err}");
-            return false;
+            return done;
         }
     };
-    match record.sandbox {
-        Some(sandbox) => {
-            let session = sandbox.session.get();
-            let groups = [Some(group.pgid.get()), sandbox.pgid.map(|p| p.get())];
-            let killed = proven::kill_proven(|stat| {
-                stat.session == session
-                    && groups.contains(&Some(stat.pgrp))
-                    && stat.start_time >= group.leader_start_time
-            });
-            if killed > 0 {
-                tracing::info!(id = %record.id, killed, "killed what was left of the run");
-                signalled = true;
-            }
+    let Some(sandbox) = record.sandbox else {
+        // An older gate's group: its id is the run's only while the leader holds it.
+        let holds = matches!(
+            proc_info::check_process(group.leader_pid, group.leader_start_time),
+            Ok(Liveness::Same)
+        );
+        if holds && let Some(pgid) = Pid::from_raw(group.pgid.get()) {
+            done.signalled |= kill_process_group(pgid, Signal::KILL).is_ok();
         }
-        None => {
-            // An older gate's group: its id is the run's only while the leader holds it.
-            let holds = matches!(
-                proc_info::check_process(group.leader_pid, group.leader_start_time),
-                Ok(Liveness::Same)
-            );
-            if holds && let Some(pgid) = Pid::from_raw(group.pgid.get()) {
-                signalled |= kill_process_group(pgid, Signal::KILL).is_ok();
-            }
-        }
+        return done;
+    };
+    let session = sandbox.session.get();
+    let looks_like_the_runs =
+        |stat: &Stat| stat.session == session && stat.start_time >= group.leader_start_time;
+    let born_while_seen =
+        |stat: &Stat| leader_seen && before_look.is_some_and(|t| stat.start_time < t);
+    let killed = proven::kill_proven(|pid, stat| {
+        looks_like_the_runs(stat)
+            && (born_while_seen(stat)
+                || sandbox
+                    .output_pipe
+                    .is_some_and(|pipe| holds_file(pid, pipe)))
+    });
+    if killed > 0 {
+        tracing::info!(id = %record.id, killed, "killed what was left of the run");
+        done.signalled = true;
     }
-    signalled
+    done.left = proc_info::all_pids()
+        .into_iter()
+        .filter(|pid| Stat::of(*pid).is_some_and(|s| !s.is_dead() && looks_like_the_runs(&s)))
+        .collect();
+    if let Some(left) = done.left_running() {
+        tracing::warn!(id = %record.id, "{left}");
+    }
+    done
+}
+
+/// Now, in the clock ticks after boot that `/proc/<pid>/stat` gives start times in (rounded
+/// down, as the kernel rounds them). `None` when the clock cannot be read.
+fn ticks_now() -> Option<u64> {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let per_second = u128::from(rustix::param::clock_ticks_per_second());
+    let nanos =
+        u128::try_from(now.tv_sec).ok()? * 1_000_000_000 + u128::try_from(now.tv_nsec).ok()?;
+    u64::try_from(nanos * per_second / 1_000_000_000).ok()
+}
+
+/// Whether process `pid` has a descriptor open on the file `file` (looked at through
+/// `/proc/<pid>/fd`, which needs the same user; a process that cannot be looked at holds
+/// nothing as far as this knows).
+fn holds_file(pid: i32, file: FileId) -> bool {
+    let folder = format!("/proc/{pid}/fd");
+    let Ok(entries) = std::fs::read_dir(&folder) else {
+        return false;
+    };
+    entries.flatten().take(MAX_FDS_LOOKED_AT).any(|entry| {
+        rustix::fs::stat(entry.path())
+            .is_ok_and(|stat| stat.st_dev == file.dev && stat.st_ino == file.ino)
+    })
 }
 
 /// Sends the recorded leader SIGTERM and waits, at most [`LEADER_WAIT`], for it to end. The

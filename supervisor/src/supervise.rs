@@ -37,7 +37,7 @@ use lnk_common::lock::LockGuard;
 use lnk_common::proc_info::{self, ProcessId};
 use lnk_common::reaper::children;
 use lnk_common::record::{
-    Group as RecordGroup, Record, SandboxGroup, Supervisor as RecordSupervisor,
+    FileId, Group as RecordGroup, Record, SandboxGroup, Supervisor as RecordSupervisor,
 };
 use lnk_common::safe_open::FilesDir;
 use lnk_common::status::Status;
@@ -147,6 +147,19 @@ fn supervise(
             (read, write)
         }
     };
+    // The pipe's identity proves a process the run's to a sweep once the gate is gone; a
+    // terminal's does not (its number is soon another terminal's), so a run on one names none.
+    let output_pipe = match &terminal {
+        Some(_) => None,
+        None => Some(
+            rustix::fs::fstat(&out_read)
+                .map(|stat| FileId {
+                    dev: stat.st_dev,
+                    ino: stat.st_ino,
+                })
+                .context("looking at the run's output pipe")?,
+        ),
+    };
     // Removed (its channel too) whenever this returns.
     let mut run_stdin = stdin::RunStdin::set_up(state, record, input, terminal.as_ref())?;
     let mut gate = Gate::start(
@@ -159,7 +172,7 @@ fn supervise(
     // The run holds its side of the terminal now; once it lets go, the master reads its end.
     drop(terminal);
     let started = Instant::now();
-    if let Err(err) = record_group(state, record, &gate) {
+    if let Err(err) = record_group(state, record, &gate, output_pipe) {
         // The gate was not opened: closing its pipe ends it, and nothing ran.
         drop(gate_write);
         end_gate(&mut gate);
@@ -228,6 +241,8 @@ fn supervise(
             tracing::warn!("{err:#}");
         }
     }
+    // Output dropped for want of room is said in the output file if there is room by now.
+    output.finish(state, record);
     record.failure = watched.failure;
     record.store_ended(state)?;
     tracing::info!(id = %record.id, state = record.status.state().as_str(), "run ended");
@@ -259,7 +274,14 @@ fn end_gate(gate: &mut Gate) {
 /// Names the group, the session and this supervisor in the record, durably, before the gate
 /// opens. From this write on, a stop signals this process; one asked before is seen by the
 /// watch's first look at `<id>.stop`.
-fn record_group(state: &StateDir, record: &mut Record, gate: &Gate) -> Result<()> {
+/// `output_pipe` is the identity of the pipe the gate and the run write their output to (none
+/// for a run on a terminal): with the gate gone, a sweep signals only processes that hold it.
+fn record_group(
+    state: &StateDir,
+    record: &mut Record,
+    gate: &Gate,
+    output_pipe: Option<FileId>,
+) -> Result<()> {
     let pid = gate.pid().ok_or_else(|| anyhow!("the gate has no pid"))?;
     let leader = ProcessId::new(i64::from(pid.as_raw_nonzero().get())).context("the gate's pid")?;
     let start_time = proc_info::start_time(leader)?
@@ -272,6 +294,7 @@ fn record_group(state: &StateDir, record: &mut Record, gate: &Gate) -> Result<()
     record.sandbox = Some(SandboxGroup {
         session: leader,
         pgid: None,
+        output_pipe,
     });
     let me = ProcessId::this()?;
     let my_start = proc_info::start_time(me)?

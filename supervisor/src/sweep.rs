@@ -6,7 +6,8 @@
 //! becomes `lost` (its group killed when surely its own); an ended, untold run is told while
 //! its end is at most ten minutes old; a run ended more than its keep ago and told (or past
 //! the ten minutes, or with no one to tell) is removed with its output file. Temporary files
-//! older than a minute are removed. A damaged record is reported and moved aside.
+//! older than a minute are removed. A damaged record is reported and moved aside, found through
+//! the index or, when the folder changed since the last look, among its names ([`strays`]).
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -21,7 +22,7 @@ use lnk_common::record::Record;
 use lnk_common::safe_open::{BackgroundDir, FilesDir};
 use lnk_common::time::UnixMs;
 
-use crate::{reclaim, tell};
+use crate::{reclaim, strays, tell};
 
 /// What a sweep did.
 #[derive(Debug, Default)]
@@ -38,6 +39,8 @@ pub struct Report {
     pub damaged: usize,
     /// Temporary files removed.
     pub temporaries: usize,
+    /// Records that no index named, indexed.
+    pub indexed: usize,
 }
 
 impl Report {
@@ -49,6 +52,7 @@ impl Report {
         self.removed += other.removed;
         self.damaged += other.damaged;
         self.temporaries += other.temporaries;
+        self.indexed += other.indexed;
     }
 }
 
@@ -108,6 +112,7 @@ pub fn run(path: &Path) -> Result<Report> {
     let indexed = index::is_indexed(&state);
     let mut tidy = Tidy::default();
     let swept = if indexed {
+        strays::look(&state, &mut report, &mut tidy); // First: what it indexes is swept now.
         sweep_indexed(&state, &mut report, &mut tidy)
     } else {
         sweep_whole(&state, &mut report, &mut tidy)
@@ -280,7 +285,7 @@ impl Listed<'_> {
 
 /// What [`sweep_one`] saw of a run.
 #[derive(Debug, PartialEq, Eq)]
-enum Seen {
+pub(crate) enum Seen {
     /// Its lock, its record, or both.
     Something,
     /// Neither its lock nor its record.
@@ -290,7 +295,7 @@ enum Seen {
 /// One run: its lock tried without waiting, and [`sweep_run`] when it was free. `has_record`:
 /// whether its record exists, when the caller knows (else looked at only when needed).
 /// `names`: what the index said of it (among them the name under which it was due).
-fn sweep_one(
+pub(crate) fn sweep_one(
     state: &StateDir,
     id: &RunId,
     has_record: Option<bool>,
@@ -394,7 +399,8 @@ pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuar
         Ok(Some(kept)) => {
             // Its supervisor killed what was left before keeping the end; whatever is still
             // there that is surely the run's goes all the same.
-            reclaim::kill_run(record);
+            let left = reclaim::kill_run(record).left_running();
+            record.left_running = left.or(record.left_running.take());
             record.status = kept.status;
             record.output = kept.output;
             record.store(state)?;

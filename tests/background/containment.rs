@@ -36,14 +36,17 @@ every_sandbox!(
     orphans_are_reaped_as_they_die,
 );
 
-both_sandboxes!(a_sweep_kills_what_a_killed_gate_and_supervisor_left);
+both_sandboxes!(
+    a_sweep_kills_what_a_killed_gate_and_supervisor_left,
+    a_sweep_finds_a_sandbox_whose_group_was_not_recorded_when_both_reapers_died,
+);
 
 /// How long the processes of a run that ended may take to be gone (a stop's two seconds of
 /// grace, a second of leftovers, and a busy machine).
 const GONE: Duration = Duration::from_secs(15);
 
 /// Runs a sweep of the test's state folder, as `serve` or a bridge would, to its end.
-fn sweep(bg: &Bg) {
+pub(crate) fn sweep(bg: &Bg) {
     let status = Command::new(link_supervise())
         .args(["sweep", &path_str(&bg.state)])
         .env_remove("RUST_LOG")
@@ -392,4 +395,33 @@ fn a_gate_stopped_by_its_program_still_ends_the_run_at_its_timeout() {
     // It ended because it was woken, not because it was killed as a stuck gate.
     let log = std::fs::read_to_string(bg.state.join(format!("{id}.log"))).unwrap_or_default();
     assert!(!log.contains("the gate did not end"), "{log}");
+}
+
+/// Both reapers killed after the sandbox started but before its own group was recorded (the
+/// supervisor held there): the record names the session but no sandbox group. The sweep still
+/// finds what is left, by the session and the output pipe its processes hold.
+fn a_sweep_finds_a_sandbox_whose_group_was_not_recorded_when_both_reapers_died(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let hold = bg.setup.path("held");
+    let value = format!("run-started={}", hold.display());
+    let mut serve = bg
+        .serve(&Flags::default())
+        .start_env(&[("LNK_HOLD", std::ffi::OsStr::new(&value))]);
+    let mark = bg.marker();
+    let id = start(&mut serve, procs_args("tree", &mark, 120));
+    wait_file(&hold, ANSWER);
+    wait_for_role(&mark, "linger", ANSWER);
+    let record = bg.record(&id).unwrap_or_else(|| panic!("no record"));
+    assert!(record["sandbox"]["pgid"].is_null(), "{record}");
+    let supervisor = wait_supervisor(&id, ANSWER);
+    let (_, gate) = bg.group(&id);
+    signal(supervisor.pid, Signal::STOP);
+    signal(gate, Signal::KILL);
+    assert!(wait_dead(gate, ANSWER), "the gate lives");
+    signal(supervisor.pid, Signal::KILL);
+    assert!(wait_dead(supervisor.pid, ANSWER), "the supervisor lives");
+    sweep(&bg);
+    let record = bg.record(&id).unwrap_or_else(|| panic!("no record"));
+    assert_eq!(record["status"]["state"], "lost", "{record}");
+    wait_gone(&mark, GONE);
 }

@@ -1,7 +1,8 @@
 //! Supervisors that die: one sent SIGTERM, SIGINT or SIGHUP kills the group and records `lost`;
 //! one killed with SIGKILL before the gate opens leaves nothing running and its program never
-//! runs. And the run never inherits a descriptor of the state folder (a leaked lock would make a
-//! dead supervisor look alive).
+//! runs; one killed at a random moment as its sandbox starts leaves nothing once a sweep ran
+//! (the bench's soak does the same hundreds of times). And the run never inherits a descriptor
+//! of the state folder (a leaked lock would make a dead supervisor look alive).
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ both_sandboxes!(
     the_lock_is_not_inherited_by_the_run,
     list_and_stop_sweep_a_run_whose_supervisor_died,
     serve_stdio_does_not_leak_into_the_supervisor_or_the_run,
+    a_supervisor_killed_as_its_sandbox_starts_leaves_nothing,
 );
 
 fn supervisor_sigterm_records_lost(sandbox: Sandbox) {
@@ -266,4 +268,79 @@ fn list_and_stop_sweep_a_run_whose_supervisor_died(sandbox: Sandbox) {
     wait_group_gone(pgid, Duration::from_secs(5));
     let run = stopped_run(&stop(&mut serve, &id));
     assert_eq!(run["state"], "lost", "{run}");
+}
+
+/// Trials per sandbox of [`a_supervisor_killed_as_its_sandbox_starts_leaves_nothing`] (the
+/// bench's `soak --kind gate` makes hundreds).
+const STARTING_TRIALS: usize = 12;
+
+/// A supervisor SIGKILLed while its sandbox starts: its gate held shut until a random 0–15 ms
+/// after `start` answered, the supervisor killed a random 0–30 ms after it, then a sweep;
+/// nothing of the run may be left.
+fn a_supervisor_killed_as_its_sandbox_starts_leaves_nothing(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let hold = bg.setup.path("hold-gate");
+    let mut serve = bg
+        .serve(&Flags::default())
+        .start_env(&[("LNK_SUPERVISE_HOLD_GATE", hold.as_os_str())]);
+    let serve_pid = serve.pid();
+    let mut seed = u64::from(std::process::id()) << 32 | 0x9e37_79b9;
+    let mut below = |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    for trial in 0..STARTING_TRIALS {
+        let _ = std::fs::remove_file(&hold);
+        let mark = bg.marker();
+        let id = start(&mut serve, procs_args("tree", &mark, 120));
+        let answered = Instant::now();
+        let open_at = answered + Duration::from_micros(below(15_000));
+        let kill_at = answered + Duration::from_micros(below(30_000));
+        // The supervisor itself, not the first process that forks it away from serve.
+        let mut supervisor = None;
+        let found = crate::runs::poll(ANSWER, || {
+            supervisor = crate::runs::supervisors(&id).into_iter().find(|p| {
+                crate::containment::parent_of(p.pid).is_some_and(|parent| parent != serve_pid)
+            });
+            supervisor.is_some()
+        });
+        assert!(found, "trial {trial}: no supervisor of {id}");
+        let supervisor = supervisor.unwrap_or_else(|| unreachable!("found"));
+        let mut moments = [(open_at, true), (kill_at, false)];
+        moments.sort();
+        for (at, open) in moments {
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            if open {
+                std::fs::write(&hold, b"").unwrap();
+            } else {
+                signal(supervisor.pid, Signal::KILL);
+            }
+        }
+        assert!(
+            crate::procs::wait_dead(supervisor.pid, ANSWER),
+            "trial {trial}: the supervisor lives"
+        );
+        crate::contained::sweep(&bg);
+        let record = bg.record(&id).unwrap_or_else(|| panic!("no record"));
+        assert_ne!(
+            record["status"]["state"], "running",
+            "trial {trial}: {record}"
+        );
+        let moments = format!(
+            "trial {trial}: gate opened at {} µs, supervisor killed at {} µs",
+            (open_at - answered).as_micros(),
+            (kill_at - answered).as_micros()
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !with_marker(&mark).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "{moments}: left running {:#?}",
+                with_marker(&mark)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! The sandbox check: `lnk-link-run check` reports each check and exits 0 or 1; serve refuses to
 //! start, in one line that names the leak and the flag that closes it, under a sandbox that
 //! leaks; it warns, and starts, under one that only shares its PID namespace or shows sockets;
-//! `--no-sandbox-check` skips it with one warning. Each as root and, where the tests run as
-//! root, as `nobody`.
+//! `--no-sandbox-check` skips it with one warning, and `check` with it answers that serve starts.
+//! Each as root and, where the tests run as root, as `nobody`.
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
@@ -345,19 +345,65 @@ fn no_sandbox_check_starts_with_one_warning() {
         "{stderr}"
     );
     drop(serve);
-    // `check` with the same arguments still checks, and says that serve would not.
-    let unchecked = world
-        .serve(vec!["/usr/bin/env".into()])
-        .flags(&["--no-sandbox-check"]);
-    let out = world.run("check", &unchecked);
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{report}");
-    assert!(
-        report
-            .lines()
-            .any(|l| l.starts_with("note: --no-sandbox-check")),
-        "{report}"
-    );
+}
+
+/// `check --no-sandbox-check` answers what serve does with the same arguments: serve starts,
+/// so the last line says it would start and the exit is 0, whether the probe finds leaks (a
+/// pass-through prefix) or cannot run at all (a prefix that runs nothing). The checks are still
+/// reported, for the person to read.
+#[test]
+fn check_with_no_sandbox_check_answers_that_serve_starts() {
+    let world = World::new(None, false);
+    for (prefix, shown) in [("/usr/bin/env", "LEAK  "), ("/bin/false", "FAIL  ")] {
+        let unchecked = world
+            .serve(vec![prefix.into()])
+            .flags(&["--no-sandbox-check"]);
+        let out = world.run("check", &unchecked);
+        let report = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = report.lines().collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("note: --no-sandbox-check")),
+            "{prefix}: {report}"
+        );
+        assert!(
+            lines.iter().any(|l| l.starts_with(shown)),
+            "{prefix}: {report}"
+        );
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.contains("would refuse to start") && !l.contains("without that flag")),
+            "{prefix}: {report}"
+        );
+        let last = lines.last().copied().unwrap_or_default();
+        assert!(last.contains("serve would start"), "{prefix}: {report}");
+        assert_eq!(out.status.code(), Some(0), "{prefix}: {report}");
+        // And serve with the same arguments does start.
+        let mut serve = world
+            .serve(vec![prefix.into()])
+            .flags(&["--no-sandbox-check"])
+            .programs(&["true"])
+            .start();
+        let listed = serve.request("tools/list", json!({}));
+        assert!(
+            listed.to_string().contains("\"command\""),
+            "{prefix}: {listed}"
+        );
+        drop(serve);
+        // Without the flag, the same prefix is refused, and check says so.
+        let checked = world.run("check", &world.serve(vec![prefix.into()]));
+        let report = String::from_utf8_lossy(&checked.stdout);
+        assert_eq!(checked.status.code(), Some(1), "{prefix}: {report}");
+        assert!(
+            report
+                .lines()
+                .last()
+                .is_some_and(|l| l.ends_with("serve would refuse to start")),
+            "{prefix}: {report}"
+        );
+    }
 }
 
 #[test]

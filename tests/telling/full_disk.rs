@@ -4,7 +4,10 @@
 //! the supervisor is gone, so the run is recorded as it ended — never `lost`, never `running`
 //! after its supervisor is gone; `list` and `read` agree on its bytes.
 //!
-//! The state folder is a small tmpfs the test mounts (as root, as in CI); elsewhere the tests
+//! A full files folder (issue 19, item 1) loses no run either: output that cannot be written is
+//! counted and said, and goes on once there is room.
+//!
+//! The full folder is a small tmpfs the test mounts (as root, as in CI); elsewhere the tests
 //! say they are skipped.
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -206,4 +209,150 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
         log.blocks(),
         log.len()
     );
+}
+
+/// A run whose output finds the files folder full (32 KiB of room for 40,000 bytes) is not
+/// `lost`: it runs on, the log says why once, and `list`, `read`, the record and the file agree
+/// on every count, the bytes that could not be written included. Once there is room its output
+/// goes on, in a new file that begins by saying how many bytes could not be written.
+#[test]
+fn a_full_files_folder_loses_no_run_and_the_counts_agree() {
+    const WRITTEN: u64 = 40_000;
+    let t = Tell::new(Sandbox::Passthrough);
+    let Some(tmpfs) = Tmpfs::mount(&t.bg.setup.files, "1m") else {
+        return;
+    };
+    let filler = tmpfs.fill();
+    let full = std::fs::metadata(&filler).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&filler)
+        .unwrap()
+        .set_len(full - 32 * 1024)
+        .unwrap();
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let script =
+        format!("yes | head -c {WRITTEN}; while [ ! -e go ]; do sleep 0.05; done; echo after");
+    let id = start(&mut serve, json!({"program": "sh", "args": ["-c", script]}));
+    let supervisor = wait_supervisor(&id, ANSWER);
+
+    // The record gets the count of what could not be written, and the run goes on.
+    let record = t.bg.wait_record(&id, ANSWER, |r| {
+        r["output"]["written_bytes"] == WRITTEN || r["status"]["state"] != "running"
+    });
+    assert_eq!(record["status"]["state"], "running", "{record}");
+    assert!(
+        crate::procs::alive(supervisor.pid),
+        "the supervisor is gone"
+    );
+    let log = std::fs::read_to_string(t.state().join(format!("{id}.log"))).unwrap_or_default();
+    assert_eq!(
+        log.matches("the files folder is full").count(),
+        1,
+        "the log says it once: {log}"
+    );
+    let output = &record["output"];
+    let in_file = std::fs::metadata(t.bg.output_path(&id)).unwrap().len();
+    let unwritten = output["unwritten_bytes"].as_u64().unwrap_or(0);
+    assert!(unwritten > 0, "{record}");
+    assert_eq!(
+        output["dropped_bytes"].as_u64().unwrap() + in_file + unwritten,
+        WRITTEN,
+        "the file and the record disagree: {record}, {in_file} bytes in the file"
+    );
+    let run = listed(&mut serve, &id);
+    let (_, value) = read_ok(&mut serve, json!({"id": &id}));
+    for (what, shown) in [("list", &run), ("read", &value)] {
+        assert_eq!(shown["output_bytes"], WRITTEN, "{what}: {shown}");
+        assert_eq!(
+            shown["dropped_bytes"], output["dropped_bytes"],
+            "{what}: {shown}"
+        );
+    }
+
+    // Room again: the output goes on in a new file, which says what was lost.
+    std::fs::remove_file(&filler).unwrap();
+    std::fs::write(t.bg.setup.files.join("go"), b"").unwrap();
+    let record = t.bg.wait_record(&id, Duration::from_secs(20), |r| {
+        r["status"]["state"] != "running"
+    });
+    assert_eq!(record["status"]["state"], "exited", "not lost: {record}");
+    let (text, value) = read_ok(&mut serve, json!({"id": &id}));
+    let said =
+        format!("the files folder is full: {unwritten} bytes of output could not be written\n");
+    assert!(text.ends_with(&format!("{said}after\n")), "{text:?}");
+    let output = &record["output"];
+    let in_file = std::fs::metadata(t.bg.output_path(&id)).unwrap().len();
+    let written = output["written_bytes"].as_u64().unwrap();
+    assert_eq!(output["dropped_bytes"], WRITTEN, "{record}");
+    assert_eq!(
+        output["dropped_bytes"].as_u64().unwrap() + in_file,
+        written,
+        "{record}"
+    );
+    let run = listed(&mut serve, &id);
+    for (what, shown) in [("list", &run), ("read", &value)] {
+        assert_eq!(shown["output_bytes"], written, "{what}: {shown}");
+        assert_eq!(shown["dropped_bytes"], WRITTEN, "{what}: {shown}");
+    }
+    wait_no_supervisor(&id, ANSWER);
+    drop(serve);
+}
+
+/// A supervisor that cannot store its run's end for a whole minute (the state folder stays
+/// full) gives up and exits, leaving the end kept in the lock file: `list` shows that end, and
+/// the first sweep once there is room records it — the run as it ended, not `lost`.
+#[test]
+fn a_supervisor_that_gives_up_on_a_full_state_folder_leaves_its_end_to_the_next_sweep() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let Some(tmpfs) = Tmpfs::mount(t.state(), "1m") else {
+        return;
+    };
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let id = start(&mut serve, waiting_run());
+    t.bg.group(&id);
+    let filler = tmpfs.fill();
+    std::fs::write(t.bg.setup.files.join("go"), b"").unwrap();
+    wait_log_says_full(&t, &id);
+    // It tries every second for a minute, then exits by itself.
+    wait_no_supervisor(&id, Duration::from_secs(90));
+    assert_eq!(t.bg.record(&id).unwrap()["status"]["state"], "running");
+    let run = listed(&mut serve, &id);
+    assert_eq!(run["state"], "exited", "{run}");
+
+    std::fs::remove_file(&filler).unwrap();
+    t.sweep();
+    let record = t.bg.record(&id).unwrap();
+    assert_eq!(record["status"]["state"], "exited", "not lost: {record}");
+    assert_eq!(record["output"]["written_bytes"], 5, "{record}");
+    list_and_read_agree(&mut serve, &id);
+}
+
+/// Room that comes back while the run is quiet is found without new output: the new file, with
+/// its line about what could not be written, begins within the supervisor's longest wait.
+#[test]
+fn room_that_comes_back_while_a_run_is_quiet_is_found() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let Some(tmpfs) = Tmpfs::mount(&t.bg.setup.files, "1m") else {
+        return;
+    };
+    let filler = tmpfs.fill();
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let script = "echo lost; while [ ! -e go ]; do sleep 0.05; done";
+    let id = start(&mut serve, json!({"program": "sh", "args": ["-c", script]}));
+    let record =
+        t.bg.wait_record(&id, ANSWER, |r| r["output"]["written_bytes"] == 5);
+    assert_eq!(record["output"]["unwritten_bytes"], 5, "{record}");
+    std::fs::remove_file(&filler).unwrap();
+    let record = t.bg.wait_record(&id, Duration::from_secs(15), |r| {
+        r["output"]["dropped_bytes"] == 5
+    });
+    assert_eq!(record["status"]["state"], "running", "{record}");
+    let (text, _) = read_ok(&mut serve, json!({"id": &id}));
+    assert_eq!(
+        text,
+        "lnk-link-supervise: the files folder is full: 5 bytes of output could not be written\n"
+    );
+    std::fs::write(t.bg.setup.files.join("go"), b"").unwrap();
+    wait_no_supervisor(&id, ANSWER);
 }

@@ -15,15 +15,15 @@ use crate::proc_info::{Stat, all_pids};
 /// started meanwhile.
 const ROUNDS: usize = 50;
 
-/// Sends SIGKILL to every live process whose stat line satisfies `proven`, scanning `/proc`
-/// again until a scan finds none (or [`ROUNDS`] scans). How many were signalled.
-pub fn kill_proven(proven: impl Fn(&Stat) -> bool) -> usize {
+/// Sends SIGKILL to every live process whose pid and stat line satisfy `proven`, scanning
+/// `/proc` again until a scan finds none (or [`ROUNDS`] scans). How many were signalled.
+pub fn kill_proven(proven: impl Fn(i32, &Stat) -> bool) -> usize {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut signalled = 0;
     for _ in 0..ROUNDS {
         let mut found = 0;
         for pid in all_pids() {
-            if pid == me || !Stat::of(pid).is_some_and(|s| !s.is_dead() && proven(&s)) {
+            if pid == me || !Stat::of(pid).is_some_and(|s| !s.is_dead() && proven(pid, &s)) {
                 continue;
             }
             let Some(raw) = Pid::from_raw(pid) else {
@@ -34,7 +34,7 @@ pub fn kill_proven(proven: impl Fn(&Stat) -> bool) -> usize {
             };
             // Looked at again now that the pidfd pins the process: if the pid changed hands
             // before the pidfd was taken, this is where it shows.
-            if Stat::of(pid).is_some_and(|s| !s.is_dead() && proven(&s)) {
+            if Stat::of(pid).is_some_and(|s| !s.is_dead() && proven(pid, &s)) {
                 found += 1;
                 // ESRCH: it died meanwhile, or the pid changed hands after the look.
                 let _ = pidfd_send_signal(&pidfd, Signal::KILL);
@@ -55,5 +55,5 @@ pub fn kill_proven(proven: impl Fn(&Stat) -> bool) -> usize {
 /// leader unreaped, so that the session id cannot have been reused.
 pub fn kill_session(sid: Pid) -> usize {
     let sid = sid.as_raw_nonzero().get();
-    kill_proven(|stat| stat.session == sid)
+    kill_proven(|_, stat| stat.session == sid)
 }

@@ -138,7 +138,10 @@ pub fn before_serving(config: &Config) -> Result<Vec<String>, String> {
 }
 
 /// `lnk-link-run check`: the same probe, reported to a person on stdout, one line per check.
-/// Exit 0 when serve would start, [`exit_code::WOULD_REFUSE`] when it would refuse.
+/// Its last line and its exit code say what `serve` would do with the same arguments: exit 0
+/// when serve would start, [`exit_code::WOULD_REFUSE`] when it would refuse. With
+/// `--no-sandbox-check` (`skipped_at_start`) serve starts whatever the probe finds, so `check`
+/// still runs the probe for the person to read, but answers that serve would start.
 pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
     let mut out = String::new();
     let sandbox: Vec<String> = config
@@ -150,28 +153,32 @@ pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
     if skipped_at_start {
         out.push_str(
             "note: --no-sandbox-check is given, so serve would skip this check and start \
-             anyway\n",
+             anyway; the check runs here for you to read\n",
         );
     }
-    let code = match check(config) {
+    let refuses = match check(config) {
         Err(line) => {
             out.push_str(&format!("FAIL  running the probe: {line}\n"));
-            out.push_str("serve would refuse to start\n");
-            exit_code::WOULD_REFUSE
+            true
         }
         Ok(checked) => {
             for finding in &checked.findings {
                 out.push_str(&finding.line());
                 out.push('\n');
             }
-            let refuses = checked.findings.iter().any(|f| f.outcome == Outcome::Leak);
             out.push_str(&format!(
-                "the probe took {} ms; serve would {}\n",
-                checked.elapsed.as_millis(),
-                if refuses { "refuse to start" } else { "start" }
+                "the probe took {} ms; ",
+                checked.elapsed.as_millis()
             ));
-            if refuses { exit_code::WOULD_REFUSE } else { 0 }
+            checked.findings.iter().any(|f| f.outcome == Outcome::Leak)
         }
+    };
+    out.push_str(verdict_line(refuses, skipped_at_start));
+    out.push('\n');
+    let code = if refuses && !skipped_at_start {
+        exit_code::WOULD_REFUSE
+    } else {
+        0
     };
     let mut stdout = std::io::stdout().lock();
     if stdout
@@ -182,4 +189,18 @@ pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
         return ExitCode::from(exit_code::UNREPORTED);
     }
     ExitCode::from(code)
+}
+
+/// The report's last line: what serve would do with the same arguments, given whether the
+/// check found a leak (or could not run) and whether `--no-sandbox-check` is given.
+fn verdict_line(refuses: bool, skipped_at_start: bool) -> &'static str {
+    match (refuses, skipped_at_start) {
+        (false, false) => "serve would start",
+        (true, false) => "serve would refuse to start",
+        (false, true) => "serve would start (with --no-sandbox-check it does not run this check)",
+        (true, true) => {
+            "serve would start, because --no-sandbox-check skips this check (without that flag \
+             it would refuse to start)"
+        }
+    }
 }

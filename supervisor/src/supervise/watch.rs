@@ -133,6 +133,11 @@ impl Run<'_> {
                 _ if !gate_killed => stuck_at,
                 _ => None,
             };
+            // Output dropped for want of room: its counts stored, and room looked for again.
+            let wake_at = match (wake_at, self.output.due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
 
             let quit_fd = self.quit.fd();
             let mut fds = Vec::with_capacity(5);
@@ -164,6 +169,7 @@ impl Run<'_> {
             drop(channel);
             let is_ready =
                 |at: Option<usize>| at.and_then(|at| ready.get(at)).copied() == Some(true);
+            self.output.tick(self.state, self.record);
             if ready[1] && self.stop.take() {
                 stop_maybe = true;
             }
@@ -237,6 +243,7 @@ impl Run<'_> {
             self.record.sandbox = Some(SandboxGroup {
                 session: group.leader_pid,
                 pgid: Some(pgid),
+                output_pipe: None,
             });
         }
         // The gate holds the run whatever happens to this write; a sweep after a crash of

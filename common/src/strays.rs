@@ -1,0 +1,163 @@
+//! Records that no index names: a `<id>.json` written into the state folder outside the index
+//! (a crash between steps, an older `serve` beside a newer one, a person). The index is what a
+//! sweep reads, so such a record would never be reported, moved aside, swept or removed.
+//!
+//! Finding them costs a read of the folder's top level and of the index's `started` names
+//! (about a third of a second for 100,000 kept runs), so a sweep pays it only when the folder
+//! has changed since the last such look, and at most once every [`LOOK_EVERY`]: the folder's
+//! modification time (changed by every name made, removed or renamed in it, a record's rewrite
+//! included) is compared with `index/looked`'s, which is set to the folder's after each look,
+//! and `index/looked`'s access time is when that look was made. A busy folder changes all the
+//! time (its runs end, are removed), so without the second rule every sweep would read it
+//! whole. With nothing changed, or a look made less than [`LOOK_EVERY`] ago, the cost is two
+//! `stat`s; a stray record is found within [`LOOK_EVERY`] and a sweep.
+//!
+//! A look notes the folder's time **before** reading it, so that a name made during the read
+//! makes the next look happen. A time less than [`SETTLE`] old when noted is not kept as it is:
+//! the kernel stamps folders with a coarse clock (a tick of up to 10 ms), so a change made just
+//! after the note, within the same tick, would carry the same time and be missed; the next look
+//! happens instead.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::time::{Duration, SystemTime};
+
+use crate::error::{Error, Op};
+use crate::id::RunId;
+use crate::index::{self, INDEX_DIR};
+use crate::layout::StateDir;
+use crate::record::Record;
+use crate::time::UnixMs;
+
+/// The name, in `index/`, whose modification time is the state folder's at the last look.
+pub const LOOKED_FILE: &str = "looked";
+/// How old the folder's time must be, when noted, to be kept as the last look's: several
+/// ticks of the kernel's coarse clock.
+pub const SETTLE: Duration = Duration::from_millis(100);
+/// The least time between two looks at a folder that changed.
+pub const LOOK_EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// A look at the folder's top level that is due: the folder's time when it was decided.
+#[derive(Debug, Clone, Copy)]
+pub struct Look {
+    seen: SystemTime,
+    /// Whether `seen` was at least [`SETTLE`] old when it was noted.
+    settled: bool,
+}
+
+/// A [`Look`] when the folder has changed since the last one and that one is at least
+/// [`LOOK_EVERY`] old (or none was ever made), else `None`.
+pub fn look_due(state: &StateDir) -> Result<Option<Look>, Error> {
+    let seen = fs::metadata(state.path())
+        .and_then(|m| m.modified())
+        .map_err(|e| Error::io(Op::Stat, state.path(), e))?;
+    let now = SystemTime::now();
+    let settled = now.duration_since(seen).is_ok_and(|age| age >= SETTLE);
+    let looked = looked_path(state);
+    let last = match fs::symlink_metadata(&looked) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Some(Look { seen, settled })),
+        Err(e) => return Err(Error::io(Op::Stat, looked, e)),
+    };
+    let (Ok(last_seen), Ok(last_look)) = (last.modified(), last.accessed()) else {
+        return Ok(Some(Look { seen, settled }));
+    };
+    // A look "in the future" (the clock was set back) counts as old.
+    let recent = now
+        .duration_since(last_look)
+        .is_ok_and(|age| age < LOOK_EVERY);
+    if last_seen == seen || recent {
+        return Ok(None);
+    }
+    Ok(Some(Look { seen, settled }))
+}
+
+impl Look {
+    /// The records of the folder's top level that have no `started` name, in id order. The top
+    /// level is read first: a record written before that read had its names made before it.
+    pub fn unindexed(&self, state: &StateDir) -> Result<Vec<RunId>, Error> {
+        let listing = state.list()?;
+        let indexed = started_ids(state)?;
+        Ok(listing
+            .record_ids()
+            .filter(|id| !indexed.contains(*id))
+            .cloned()
+            .collect())
+    }
+
+    /// Notes that the look was made: `index/looked` takes the folder's time as it was seen (or
+    /// a time just before it when that was less than [`SETTLE`] old, so that the next look
+    /// happens) as its modification time, and now as its access time.
+    pub fn done(self, state: &StateDir) -> Result<(), Error> {
+        let keep = if self.settled {
+            self.seen
+        } else {
+            self.seen
+                .checked_sub(Duration::from_nanos(1))
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        };
+        let looked = looked_path(state);
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&looked)
+            .map_err(|e| Error::io(Op::Create, &looked, e))?;
+        let times = fs::FileTimes::new()
+            .set_modified(keep)
+            .set_accessed(SystemTime::now());
+        file.set_times(times)
+            .map_err(|e| Error::io(Op::Write, &looked, e))
+    }
+}
+
+fn looked_path(state: &StateDir) -> std::path::PathBuf {
+    state.path().join(INDEX_DIR).join(LOOKED_FILE)
+}
+
+/// Gives a record found without its names (an older folder, or a record no index names: see
+/// [`self`]) every name its state calls for: its `started` name, and `running/<id>`
+/// while it runs, else its `due` name and, while it is to be told, `untold/<id>`.
+pub fn file_found(state: &StateDir, record: &Record) -> Result<(), Error> {
+    let id = &record.id;
+    index::name(state, id, &index::started_path(state, record))?;
+    if record.status.is_running() {
+        index::name(
+            state,
+            id,
+            &index::dir(state, index::Kind::Running).join(id.as_str()),
+        )?;
+    } else {
+        // An ended run may still be untold; the running name (none here) is left alone.
+        if let Some(at) = index::due_at(record) {
+            index::name(state, id, &index::due_path(state, at, id))?;
+        }
+        if record.tell_due(UnixMs::now()) {
+            index::name(
+                state,
+                id,
+                &index::dir(state, index::Kind::Untold).join(id.as_str()),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The ids that have a `started` name: every run the index knows of. Reads the whole
+/// `started` tree (what a look at the folder's top level costs anyway).
+pub fn started_ids(state: &StateDir) -> Result<std::collections::HashSet<RunId>, Error> {
+    let mut ids = std::collections::HashSet::new();
+    for (_, minute) in index::names_in(&index::dir(state, index::Kind::Started))? {
+        for (name, _) in index::names_in(&minute)? {
+            if let Some((_, id)) = name.split_once('-')
+                && let Ok(id) = RunId::parse(id)
+            {
+                ids.insert(id);
+            }
+        }
+    }
+    Ok(ids)
+}

@@ -1,0 +1,36 @@
+//! A sweep after pid reuse (issue 19, item 2). A run whose supervisor and gate were SIGKILLed
+//! leaves its session and group ids free once nothing of it is left; when the pid counter comes
+//! round, another program's daemon that calls `setsid` gets the same id as its session and group,
+//! forks and exits. Its child is then "in the recorded session and the recorded group, started
+//! after the run": the sweep must leave it running, and say so.
+//!
+//! The pids are cycled for real: `/proc/sys/kernel/ns_last_pid` is set to the id before it (as
+//! root), else processes are started until the counter reaches it; where neither can be done the
+//! test says `skipped:` on stderr. This process is made a child subreaper, so that the run's
+//! processes are reaped here once killed (an init that does not reap would keep their ids taken),
+//! which is why the test is a binary of its own.
+//!
+//! Run: `cargo build --workspace && cargo test -p lnk-tests --test reuse`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+#[path = "support/procs.rs"]
+mod procs;
+#[allow(dead_code)]
+#[path = "support/readme.rs"]
+mod readme;
+#[allow(dead_code)]
+#[path = "support/sandbox.rs"]
+mod sandbox;
+#[allow(dead_code)]
+#[path = "support/serve.rs"]
+mod serve;
+
+/// The background tests' support: flags, tools, records, groups.
+#[allow(dead_code)]
+#[path = "background/runs.rs"]
+mod runs;
+
+/// The test itself.
+#[path = "reuse/daemon.rs"]
+mod daemon;
