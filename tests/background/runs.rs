@@ -286,12 +286,29 @@ pub fn stays_alive(pid: i32, window: Duration, what: &str) {
     }
 }
 
-/// The live `lnk-link-supervise supervise <id>` processes.
+/// The live `lnk-link-supervise supervise <id>` processes: the supervisors themselves, not
+/// the first process serve starts for one, which forks the supervisor away and exits at once
+/// (its parent is serve; the supervisor's is that first process, or whoever adopted it).
 pub fn supervisors(id: &str) -> Vec<Proc> {
     with_marker(id)
         .into_iter()
         .filter(|p| p.argv.iter().any(|a| a == "supervise"))
+        .filter(|p| !parent_is_serve(p.pid))
         .collect()
+}
+
+/// Whether process `pid`'s parent is an `lnk-link-run serve`.
+fn parent_is_serve(pid: i32) -> bool {
+    let Some(ppid) = proc_field(pid, "status", "PPid:").and_then(|v| v.parse::<i32>().ok()) else {
+        return false;
+    };
+    std::fs::read(format!("/proc/{ppid}/cmdline")).is_ok_and(|cmdline| {
+        let mut words = cmdline.split(|b| *b == 0);
+        words
+            .next()
+            .is_some_and(|exe| exe.ends_with(b"lnk-link-run"))
+            && words.any(|w| w == b"serve")
+    })
 }
 
 /// Waits for the supervisor of `id` and returns it.

@@ -187,6 +187,15 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
         task["result"]["structuredContent"]["exit_code"], 0,
         "{task}"
     );
+    // The sweeps that `list` and the task's poll started (they could not write) end first:
+    // the sweep below must be the only one holding the run's lock.
+    let state = t.state().to_string_lossy().into_owned();
+    let ended = poll(ANSWER, || {
+        crate::procs::with_marker(&state)
+            .iter()
+            .all(|p| !p.argv.iter().any(|a| a == "sweep"))
+    });
+    assert!(ended, "the sweeps serve started did not end");
 
     std::fs::remove_file(&filler).unwrap();
     t.sweep();
