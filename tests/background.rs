@@ -56,10 +56,6 @@ mod lifecycle;
 /// `list` a page at a time: order, `before`/`next`, the state filter, refusals.
 #[path = "background/pages.rs"]
 mod pages;
-/// What an idle run holds in memory: its supervisor and gate give back the code pages their
-/// start touched, and a run that printed and went quiet gives them back once.
-#[path = "background/resident.rs"]
-mod resident;
 /// Nothing per run in serve; a start never refused because a lock is being tested; more
 /// supervisors than a user has inotify instances.
 #[path = "background/scale.rs"]

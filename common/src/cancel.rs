@@ -17,19 +17,20 @@ use rustix::io::Errno;
 use crate::error::{Error, Op};
 use crate::id::RunId;
 use crate::layout::StateDir;
+use crate::stop;
 use crate::trust;
 
 /// What `<id>.stop` holds when the run's task was cancelled by its client.
 pub const CANCELLED_BY_TASK: &[u8] = b"tasks/cancel\n";
 
 /// Asks run `id` to stop on behalf of its task's client: `<id>.stop` says
-/// [`CANCELLED_BY_TASK`], then [`StateDir::request_stop`] wakes the supervisor.
+/// [`CANCELLED_BY_TASK`], as a [`stop::request`] does; the caller then wakes the supervisor.
 pub fn request_cancel(state: &StateDir, id: &RunId) -> Result<(), Error> {
     let path = state.stop(id);
     // Anything but a regular file of the user's under that name (a link, a folder) is not
-    // written through; `request_stop` replaces it, and the mark is written after.
+    // written through; `stop::request` replaces it, and the mark is written after.
     let marked = mark(&path)?;
-    state.request_stop(id)?;
+    stop::request(state, id)?;
     if !marked {
         mark(&path)?;
     }
@@ -115,13 +116,13 @@ mod tests {
     fn a_cancel_is_told_apart_from_a_stop() {
         let (_dir, state, id) = state();
         assert!(!cancelled_by_task(&state, &id).unwrap());
-        state.request_stop(&id).unwrap();
-        assert!(state.stop_requested(&id).unwrap());
+        stop::request(&state, &id).unwrap();
+        assert!(stop::requested(&state, &id).unwrap());
         assert!(!cancelled_by_task(&state, &id).unwrap(), "a plain stop");
         request_cancel(&state, &id).unwrap();
         assert!(cancelled_by_task(&state, &id).unwrap());
         // A stop asked after the cancel keeps what it says.
-        state.request_stop(&id).unwrap();
+        stop::request(&state, &id).unwrap();
         assert!(cancelled_by_task(&state, &id).unwrap());
     }
 

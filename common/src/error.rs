@@ -247,7 +247,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(op: Op, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+    /// An I/O failure of `op` on `path`.
+    pub fn io(op: Op, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
         Error::Io {
             op,
             path: path.into(),

@@ -84,24 +84,21 @@ impl StateDir {
 
     /// Creates the folder (and its parents) if missing — a new state folder gets mode 0700 —
     /// then checks it as `trust::check_state_folder` does: a folder of another user's, or
-    /// one others may write, is refused.
-    pub fn create(&self) -> Result<(), Error> {
+    /// one others may write, is refused. Whether the folder is empty (new): whoever makes it
+    /// then marks it indexed ([`crate::index::init`]); an older one is indexed by the next
+    /// sweep.
+    pub fn create(&self) -> Result<bool, Error> {
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.path)
             .map_err(|e| Error::io(Op::MakeDir, &self.path, e))?;
         trust::check_state_folder(&self.path)?;
-        // A new (empty) folder is indexed from the start; an older one is indexed by the
-        // next sweep.
         let empty = fs::read_dir(&self.path)
             .map_err(|e| Error::io(Op::List, &self.path, e))?
             .next()
             .is_none();
-        if empty {
-            crate::index::init(self)?;
-        }
-        Ok(())
+        Ok(empty)
     }
 
     /// Names an existing state folder after resolving its path once (so a link swapped in
@@ -223,64 +220,6 @@ impl StateDir {
         match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(Errno::EXIST) => Ok(dir),
             Err(e) => Err(Error::io(Op::MakeDir, dir, e)),
-        }
-    }
-
-    /// Asks run `id` to stop by creating `<id>.stop` (already present is fine), never
-    /// through a link: a link, or anything but a regular file of the user's, in its place is
-    /// removed first (it is damaged, and means nothing). Then the run's supervisor, once proven
-    /// to be the process its record names, is sent SIGURG, so that it looks at `<id>.stop`
-    /// without polling ([`crate::stop`]). That signal is best effort: `<id>.stop` is the
-    /// request, and a supervisor not named yet looks at it by itself; a failure to signal is
-    /// logged.
-    pub fn request_stop(&self, id: &RunId) -> Result<(), Error> {
-        let path = self.stop(id);
-        let create = || {
-            rustix::fs::open(
-                &path,
-                OFlags::WRONLY
-                    | OFlags::CREATE
-                    | OFlags::NOFOLLOW
-                    | OFlags::NONBLOCK
-                    | OFlags::CLOEXEC
-                    | OFlags::NOCTTY,
-                Mode::from_raw_mode(0o600),
-            )
-        };
-        let fd = match create() {
-            Ok(fd) => Some(fd),
-            // A link (ELOOP), a folder, a FIFO or socket without a reader: not a request.
-            Err(Errno::LOOP | Errno::ISDIR | Errno::NXIO | Errno::OPNOTSUPP) => None,
-            Err(e) => return Err(Error::io(Op::Create, &path, e)),
-        };
-        let trusted = match &fd {
-            Some(fd) => {
-                let stat = rustix::fs::fstat(fd).map_err(|e| Error::io(Op::Stat, &path, e))?;
-                trust::check_owned_regular(&stat, &path).is_ok()
-            }
-            None => false,
-        };
-        drop(fd);
-        if !trusted {
-            remove_damaged(&path)?;
-            create().map_err(|e| Error::io(Op::Create, &path, e))?;
-        }
-        if let Err(err) = crate::stop::wake(self, id) {
-            tracing::warn!(%id, "{err}; its supervisor was not signalled and sees the stop only when it next wakes");
-        }
-        Ok(())
-    }
-
-    /// Whether run `id` is asked to stop: `<id>.stop` exists as a regular file of the user's
-    /// (looked at without following a link). Anything else under that name is damaged and
-    /// does not count (a [`request_stop`](Self::request_stop) replaces it; removing the run
-    /// removes it).
-    pub fn stop_requested(&self, id: &RunId) -> Result<bool, Error> {
-        let path = self.stop(id);
-        match rustix::fs::lstat(&path) {
-            Ok(stat) => Ok(trust::check_owned_regular(&stat, &path).is_ok()),
-            Err(Errno::NOENT) => Ok(false),
-            Err(e) => Err(Error::io(Op::Stat, path, e)),
         }
     }
 
@@ -411,7 +350,7 @@ pub fn output_relative_path(id: &RunId) -> PathBuf {
 }
 
 /// Removes a damaged name (never following it): a file, a link, or an empty folder.
-fn remove_damaged(path: &Path) -> Result<(), Error> {
+pub(crate) fn remove_damaged(path: &Path) -> Result<(), Error> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -555,17 +494,5 @@ mod tests {
             state.open_log(&dir.path().join("link.log")).is_err(),
             "a link is refused"
         );
-    }
-
-    #[test]
-    fn stop_requests() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::new(dir.path().join("nested/state"));
-        state.create().unwrap();
-        let id = RunId::generate().unwrap();
-        assert!(!state.stop_requested(&id).unwrap());
-        state.request_stop(&id).unwrap();
-        state.request_stop(&id).unwrap();
-        assert!(state.stop_requested(&id).unwrap());
     }
 }

@@ -156,6 +156,7 @@
 //! SIGKILL two seconds later) and records `stopped`.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod cancel;
 pub mod causes;
@@ -167,10 +168,8 @@ pub mod index;
 pub mod keys;
 pub mod layout;
 pub mod lock;
-pub mod proc_info;
-pub mod reaper;
+pub mod process_id;
 pub mod record;
-pub mod resident;
 pub mod safe_open;
 pub mod slot;
 pub mod status;
@@ -189,7 +188,7 @@ pub use error::{Error, Result};
 pub use id::{AgentId, RunId};
 pub use layout::StateDir;
 pub use lock::{LockGuard, LockState, StartLock};
-pub use proc_info::ProcessId;
+pub use process_id::ProcessId;
 pub use record::Record;
 pub use status::{Exit, State, Status};
 pub use summary::RunSummary;

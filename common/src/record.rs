@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Op, RecordProblem};
 use crate::id::{AgentId, RunId};
 use crate::layout::{StateDir, record_file_name};
-use crate::proc_info::ProcessId;
+use crate::process_id::ProcessId;
 use crate::status::Status;
 use crate::time::UnixMs;
 use crate::vars::Vars;
@@ -180,7 +180,7 @@ pub struct SandboxGroup {
 }
 
 /// The run's supervisor process: its pid and start time, which together name it on this boot
-/// however pids are reused ([`crate::proc_info`]).
+/// however pids are reused (`lnk_proc::proc_info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Supervisor {
     /// Its pid.

@@ -102,7 +102,7 @@ impl Look {
             .create(true)
             .truncate(false)
             .write(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .mode(0o600)
             .open(&looked)
             .map_err(|e| Error::io(Op::Create, &looked, e))?;

@@ -1,10 +1,10 @@
-//! The stop protocol, asked and heard, with no one polling and no kernel object per run of the
-//! kinds a user may hold only a few of.
+//! Waking a run's supervisor to a stop request, with no one polling and no kernel object per
+//! run of the kinds a user may hold only a few of. The request itself is `<id>.stop`
+//! (`lnk_common::stop`); this is how the one who asks makes the supervisor look at it now.
 //!
-//! **Asking** ([`StateDir::request_stop`](crate::layout::StateDir::request_stop)): create
-//! `<id>.stop` (safely: never through a link, replaced if it is not a regular file of the
-//! user's), then [`wake`] the run's supervisor: send it [`WAKE`] (SIGURG) once it is proven to be
-//! that supervisor. The record names it (`supervisor`: its pid and start time, on the record's
+//! **Asking** ([`request_stop`]): create `<id>.stop` (`lnk_common::stop::request`), then
+//! [`wake`] the run's supervisor: send it [`WAKE`] (SIGURG) once it is proven to be that
+//! supervisor. The record names it (`supervisor`: its pid and start time, on the record's
 //! boot); a pidfd is opened on that pid, and only if the process at the pid then has the
 //! recorded start time is the signal sent, through that pidfd. So the signal reaches the
 //! supervisor or, if it ended meanwhile, no one: never a process that got the pid since. A
@@ -15,8 +15,8 @@
 //! end, and its other signals). Only then does it name itself in the record, and after that it
 //! looks at `<id>.stop` once: a stop asked before the record named the supervisor is seen by
 //! that look; one asked after finds the record naming it and signals it. At each SIGURG it asks
-//! [`StateDir::stop_requested`](crate::layout::StateDir::stop_requested), which counts only a
-//! regular `<id>.stop` of the user's, so a stray SIGURG stops nothing.
+//! `lnk_common::stop::requested`, which counts only a regular `<id>.stop` of the user's, so a
+//! stray SIGURG stops nothing.
 //!
 //! SIGURG, because its default action is to be ignored: should the proof ever fail (a pid reused
 //! within one clock tick of the supervisor's start), the process reached is not harmed. A
@@ -35,11 +35,13 @@ use nix::sys::signalfd::SignalFd;
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
 
-use crate::error::{Error, Op};
-use crate::id::RunId;
-use crate::layout::StateDir;
+use lnk_common::error::{Error, Op};
+use lnk_common::id::RunId;
+use lnk_common::layout::StateDir;
+use lnk_common::record::{Record, Supervisor};
+use lnk_common::{cancel, stop};
+
 use crate::proc_info;
-use crate::record::{Record, Supervisor};
 
 /// The signal that tells a supervisor to look at its `<id>.stop`.
 pub const WAKE: Signal = Signal::SIGURG;
@@ -79,6 +81,29 @@ impl Listener {
             any = true;
         }
         any
+    }
+}
+
+/// Asks run `id` to stop (`lnk_common::stop::request`), then wakes its supervisor. The
+/// signal is best effort: `<id>.stop` is the request, and a supervisor not named yet looks at
+/// it by itself; a failure to signal is logged.
+pub fn request_stop(state: &StateDir, id: &RunId) -> Result<(), Error> {
+    stop::request(state, id)?;
+    wake_logged(state, id);
+    Ok(())
+}
+
+/// Asks run `id` to stop on behalf of its task's client (`lnk_common::cancel`), then wakes its
+/// supervisor as [`request_stop`] does.
+pub fn request_cancel(state: &StateDir, id: &RunId) -> Result<(), Error> {
+    cancel::request_cancel(state, id)?;
+    wake_logged(state, id);
+    Ok(())
+}
+
+fn wake_logged(state: &StateDir, id: &RunId) {
+    if let Err(err) = wake(state, id) {
+        tracing::warn!(%id, "{err}; its supervisor was not signalled and sees the stop only when it next wakes");
     }
 }
 
@@ -130,7 +155,10 @@ pub fn signal_supervisor(supervisor: Supervisor, boot_id: &str) -> Result<Woken,
     if proc_info::start_time(supervisor.pid)? != Some(supervisor.start_time) {
         return Ok(Woken::Gone);
     }
-    let signal = rustix::process::Signal::URG;
+    // One signal, named once ([`WAKE`]): the one the listener blocks is the one sent.
+    let Some(signal) = rustix::process::Signal::from_named_raw(WAKE as i32) else {
+        return Err(Error::io(Op::Signal, path(), Errno::INVAL));
+    };
     let sent = match &pidfd {
         Some(fd) => rustix::process::pidfd_send_signal(fd, signal),
         None => rustix::process::kill_process(pid, signal),
@@ -147,7 +175,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::proc_info::ProcessId;
+    use lnk_common::ProcessId;
 
     fn child() -> (std::process::Child, Supervisor) {
         let child = std::process::Command::new("sleep")
@@ -157,11 +185,6 @@ mod tests {
         let pid = ProcessId::new(i64::from(child.id())).unwrap();
         let start_time = proc_info::start_time(pid).unwrap().unwrap();
         (child, Supervisor { pid, start_time })
-    }
-
-    #[test]
-    fn wake_is_the_signal_sent() {
-        assert_eq!(rustix::process::Signal::URG.as_raw(), WAKE as i32);
     }
 
     #[test]

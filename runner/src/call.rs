@@ -3,7 +3,7 @@
 //!
 //! A call thread runs [`run`]: it starts the call's reaper ([`spawn`]), which forks the sandbox
 //! as the leader of a new process group and holds everything the sandbox starts (see
-//! [`lnk_common::reaper`]). The thread then waits in one `poll` on the output pipes, the input
+//! [`lnk_proc::reaper`]). The thread then waits in one `poll` on the output pipes, the input
 //! pipe, the reaper's report pipe and the call's wake-up eventfd, so a single thread sees output,
 //! the exit, the deadline, progress ticks and cancellation. At the timeout and on cancellation it
 //! signals its own child, the reaper (a pid that cannot be reused while unreaped), which kills
@@ -16,18 +16,18 @@ use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use lnk_common::reaper::Event;
+use lnk_proc::reaper::Event;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
 use crate::capture::HeadTail;
 use crate::reaper::Reaper;
 use crate::spawn;
 
-/// How long after the sandbox process exits the processes it left may go on before they are
-/// killed, and the longest the answer waits for pipes they hold.
-pub use lnk_common::reaper::LEFTOVER_GRACE;
 /// How a sandbox process ended: `Code(n)` or `Signal(n)`, as the reaper saw it.
 pub use lnk_common::status::Exit;
+/// How long after the sandbox process exits the processes it left may go on before they are
+/// killed, and the longest the answer waits for pipes they hold.
+pub use lnk_proc::reaper::LEFTOVER_GRACE;
 
 /// A deadline for limits so long that adding them to the clock would overflow: about 30 years.
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);

@@ -1,5 +1,5 @@
 //! The exit codes of `lnk-link-run`, each with its one meaning (a call's reaper, `reap`, has
-//! its own: [`lnk_common::reaper`]'s `*_EXIT`).
+//! its own: [`lnk_proc::reaper`]'s `*_EXIT`).
 //!
 //! | code | from | means |
 //! |---|---|---|

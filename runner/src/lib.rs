@@ -53,7 +53,7 @@ pub fn main() -> ExitCode {
     // would be every call's cost.
     let mut args = std::env::args_os();
     if args.nth(1).is_some_and(|sub| sub == reaper::REAP) {
-        return lnk_common::reaper::main(args);
+        return lnk_proc::reaper::main(args);
     }
     let (config, sandbox_check) = match cli::Cli::parse_args() {
         Ok(cli::Invocation::Serve {
@@ -130,9 +130,12 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
     if let Some(background) = &config.background {
-        lnk_common::layout::StateDir::new(&background.state)
-            .create()
-            .context("creating the state folder")?;
+        let state = lnk_common::layout::StateDir::new(&background.state);
+        let empty = state.create().context("creating the state folder")?;
+        // A new (empty) folder is indexed from the start; an older one by the next sweep.
+        if empty {
+            lnk_common::index::init(&state).context("indexing the new state folder")?;
+        }
     }
     for warning in sandbox_warnings {
         tracing::warn!("{warning}");

@@ -1,15 +1,15 @@
 //! A call's reaper once started: `serve`'s child, which forks the sandbox and holds all it
-//! starts (see [`lnk_common::reaper`]), and what serve does with it: stop it, kill it, reap it.
+//! starts (see [`lnk_proc::reaper`]), and what serve does with it: stop it, kill it, reap it.
 //! Both ways of starting one ([`crate::spawn`], [`crate::spares`]) give this.
 
 use std::io;
 use std::process::Child;
 
-use lnk_common::reaper::{Reports, proven};
+use lnk_proc::reaper::{Reports, proven};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process, waitid};
 
 /// The hidden subcommand that makes `lnk-link-run` a call's reaper (see
-/// [`lnk_common::reaper`]); `main` takes it before anything else.
+/// [`lnk_proc::reaper`]); `main` takes it before anything else.
 pub const REAP: &str = "reap";
 
 /// A call's reaper, started: `serve`'s child, which forks and holds the sandbox.

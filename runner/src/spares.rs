@@ -2,8 +2,8 @@
 //! reaper that already runs instead of waiting for one to start (most of a call's overhead).
 //!
 //! One thread of `serve`'s, `spares`, keeps one spare ready: `lnk-link-run reap --spare`,
-//! launched as every call's reaper is (`lnk_common::reaper::launch`), its stdio already the
-//! pipes a call reads, waiting on its control socket (see `lnk_common::reaper::spare`). A call
+//! launched as every call's reaper is (`lnk_proc::reaper::launch`), its stdio already the
+//! pipes a call reads, waiting on its control socket (see `lnk_proc::reaper::spare`). A call
 //! takes it ([`hand`]), waits for its `ready` if it is still starting, sends its spec and its
 //! working folder, and, once its sandbox runs, wakes the thread ([`refill`]), which starts the
 //! next spare meanwhile. A call that
@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{io, thread};
 
-use lnk_common::reaper::{Event, Options, Reports, launch, report, spare};
+use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::reaper::{REAP, Reaper};

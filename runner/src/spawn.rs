@@ -7,8 +7,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lnk_common::reaper::hold::{self, Step};
-use lnk_common::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
+use lnk_proc::reaper::hold::{self, Step};
+use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
 use crate::reaper::{REAP, Reaper};
 

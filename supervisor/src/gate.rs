@@ -3,10 +3,10 @@
 //! The supervisor starts `lnk-link-supervise gate … -- <sandbox>…` as the leader of a new
 //! session (so of a new process group too), with an empty environment, SIGTERM at the
 //! supervisor's death, its signals blocked, a pipe as its stdin and a report pipe as its fd 3
-//! ([`lnk_common::reaper::launch`]). The gate waits for one byte on stdin, which the supervisor
+//! ([`lnk_proc::reaper::launch`]). The gate waits for one byte on stdin, which the supervisor
 //! writes only once the record names the gate's group and session; if the pipe closes first (the
 //! supervisor died before it could record them) or a stop comes, it exits and nothing runs. Once
-//! opened, it is the run's reaper ([`lnk_common::reaper`]): it forks the sandbox into a process
+//! opened, it is the run's reaper ([`lnk_proc::reaper`]): it forks the sandbox into a process
 //! group of its own, holds everything the sandbox starts as a child subreaper, stops it all with
 //! SIGTERM then SIGKILL two seconds later when the supervisor asks (SIGTERM to the gate) or dies,
 //! kills leftovers a second after the sandbox's end, and reports the sandbox's start, exit and a
@@ -23,12 +23,12 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
-use lnk_common::reaper::hold::{self, Step};
-use lnk_common::reaper::{LEFTOVER_GRACE, Options, RUN_STOP_GRACE, Reports, launch, report};
+use lnk_proc::reaper::hold::{self, Step};
+use lnk_proc::reaper::{LEFTOVER_GRACE, Options, RUN_STOP_GRACE, Reports, launch, report};
 
-/// The byte the supervisor writes to open its gate.
-pub use lnk_common::reaper::OPEN;
 use lnk_common::record::Record;
+/// The byte the supervisor writes to open its gate.
+pub use lnk_proc::reaper::OPEN;
 use rustix::process::{Pid, Signal, kill_process};
 
 /// The hidden subcommand that makes `lnk-link-supervise` a run's gate; `main` takes it before
@@ -41,11 +41,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(options) => options,
         Err(problem) => {
             tracing::error!("gate: {problem}");
-            return ExitCode::from(lnk_common::reaper::USAGE_EXIT);
+            return ExitCode::from(lnk_proc::reaper::USAGE_EXIT);
         }
     };
     options.wait_open = true;
-    lnk_common::reaper::run(&options)
+    lnk_proc::reaper::run(&options)
 }
 
 /// A run's gate, started: the supervisor's child.
@@ -110,7 +110,7 @@ impl Gate {
 
     /// Asks the gate to pass SIGINT on to the run's programs (Ctrl-C typed on its terminal).
     pub fn interrupt(&self) {
-        // `lnk_common::reaper::signals::INTERRUPT`, as rustix names it.
+        // `lnk_proc::reaper::signals::INTERRUPT`, as rustix names it.
         self.signal(Signal::USR1);
     }
 

@@ -36,11 +36,11 @@ use std::time::Duration;
 
 use lnk_common::layout::StateDir;
 use lnk_common::lock::LockGuard;
-use lnk_common::proc_info::{self, Liveness, Stat};
-use lnk_common::reaper::proven;
 use lnk_common::record::{FileId, Group, Record};
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
+use lnk_proc::proc_info::{self, Liveness, Stat};
+use lnk_proc::reaper::proven;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open, pidfd_send_signal};
 

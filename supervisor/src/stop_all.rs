@@ -152,8 +152,7 @@ fn for_each_run_stopped(
             && let Ok(record) = Record::load(state, id)
             && record.status.is_running()
         {
-            state
-                .request_stop(id)
+            lnk_proc::wake::request_stop(state, id)
                 .with_context(|| format!("asking run {id} to stop"))?;
         }
     }

@@ -1,7 +1,7 @@
 //! `supervise <id> --state <dir>`: one background run's supervisor, for the run's whole life.
 //!
 //! In order:
-//! 1. block the stop signal and open its signalfd ([`lnk_common::stop`]), before anything
+//! 1. block the stop signal and open its signalfd ([`lnk_proc::wake`]), before anything
 //!    else; take over the run's lock from stdin (`start` locked it and handed it over) and hold it
 //!    until exit — the kernel frees it however this process dies, which is how a sweep knows;
 //!    become a child subreaper, so that what a killed gate leaves is reparented here;
@@ -31,18 +31,19 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
+use lnk_common::ProcessId;
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::lock::LockGuard;
-use lnk_common::proc_info::{self, ProcessId};
-use lnk_common::reaper::children;
 use lnk_common::record::{
     FileId, Group as RecordGroup, Record, SandboxGroup, Supervisor as RecordSupervisor,
 };
 use lnk_common::safe_open::FilesDir;
 use lnk_common::status::Status;
-use lnk_common::stop::Listener;
 use lnk_common::time::UnixMs;
+use lnk_proc::proc_info;
+use lnk_proc::reaper::children;
+use lnk_proc::wake::Listener;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use rustix::pipe::{PipeFlags, pipe_with};

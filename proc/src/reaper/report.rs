@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 
-use crate::status::Exit;
+use lnk_common::status::Exit;
 
 /// The reaper's descriptor for its reports.
 pub const REPORT_FD: i32 = 3;

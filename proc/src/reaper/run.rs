@@ -20,8 +20,8 @@ use super::run_stdin;
 use super::signals::Signals;
 use super::spare::{Call, Control, SPARE};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
-use crate::resident::{Shed, poll_until};
-use crate::status::Exit;
+use crate::poll::poll_until;
+use lnk_common::status::Exit;
 
 /// Where a bare sandbox program name is looked for: the reaper's environment is empty, so it
 /// has no `PATH` of its own. (`serve` resolves the sandbox to an absolute path at start; this
@@ -438,12 +438,6 @@ struct Reaper<'a> {
 impl Reaper<'_> {
     /// Runs until the sandbox process has ended and nothing it started is left.
     fn live(&mut self) {
-        // A run's gate (the only reaper that waits to be opened) may sleep for hours once its
-        // sandbox runs: what it touched is unmapped before it sleeps ([`Shed`]).
-        let mut shed = Shed::default();
-        if self.options.wait_open {
-            shed.settled();
-        }
         loop {
             let arrived = self.signals.take();
             self.read_exec_pipe();
@@ -491,9 +485,7 @@ impl Reaper<'_> {
                 Phase::Stopping { kill_at } => Some(kill_at),
                 Phase::Killing => Some(now + KILL_RECHECK),
             };
-            // Only a running sandbox leaves the reaper asleep for long.
-            let running = self.phase == Phase::Running;
-            self.wait(wake_at, running.then_some(&mut shed));
+            self.wait(wake_at);
         }
         if self.leftovers {
             self.report.send(Event::Leftovers);
@@ -639,8 +631,8 @@ impl Reaper<'_> {
     }
 
     /// Waits for a signal (a child's end, a stop) or the exec pipe, until `wake_at` at the
-    /// latest, through `shed` when given.
-    fn wait(&self, wake_at: Option<Instant>, shed: Option<&mut Shed>) {
+    /// latest.
+    fn wait(&self, wake_at: Option<Instant>) {
         let signals = self.signals.fd();
         let mut fds = Vec::with_capacity(2);
         fds.push(PollFd::new(&signals, PollFlags::IN));
@@ -648,9 +640,6 @@ impl Reaper<'_> {
             fds.push(PollFd::new(pipe, PollFlags::IN));
         }
         // EINTR or a failure: the loop looks again.
-        let _ = match shed {
-            Some(shed) => shed.poll(&mut fds, wake_at, None),
-            None => poll_until(&mut fds, wake_at),
-        };
+        let _ = poll_until(&mut fds, wake_at);
     }
 }

@@ -208,8 +208,7 @@ fn launch_run_with(
         Answer::refusal(format!("the run could not be started: {what}: {why}"))
     };
     // What can fail without creating anything comes first.
-    let boot_id =
-        lnk_common::proc_info::boot_id().map_err(|e| failed("reading the boot id", &e))?;
+    let boot_id = lnk_proc::proc_info::boot_id().map_err(|e| failed("reading the boot id", &e))?;
     let id = RunId::generate().map_err(|e| failed("making an id", &e))?;
     let files =
         FilesDir::open(&launch.files).map_err(|e| failed("opening the files folder", &e))?;

@@ -36,7 +36,7 @@ pub fn stop(background: &Background, arguments: &Map<String, Value>) -> Answer {
     };
     super::orphans::sweep_orphans(background, std::slice::from_mut(&mut record));
     if record.status.is_running() {
-        if let Err(e) = state.request_stop(&id) {
+        if let Err(e) = lnk_proc::wake::request_stop(&state, &id) {
             return Answer::refusal(format!("run {id} cannot be asked to stop: {}", Causes(&e)));
         }
         let start = Instant::now();

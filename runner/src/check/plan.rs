@@ -70,9 +70,9 @@ impl Plan {
             request: Request {
                 marker: marker.to_owned(),
                 serve_pid: rustix::process::getpid().as_raw_nonzero().get(),
-                serve_start: lnk_common::proc_info::ProcessId::this()
+                serve_start: lnk_common::ProcessId::this()
                     .ok()
-                    .and_then(|pid| lnk_common::proc_info::start_time(pid).ok().flatten()),
+                    .and_then(|pid| lnk_proc::proc_info::start_time(pid).ok().flatten()),
                 write_name: write_name.to_owned(),
                 ..Request::default()
             },

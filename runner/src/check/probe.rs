@@ -145,7 +145,7 @@ fn reads_serves_environ(pid: i32, start: Option<u64>) -> bool {
     let same = stat
         .as_deref()
         .and_then(|s| std::str::from_utf8(s).ok())
-        .and_then(lnk_common::proc_info::parse_start_time)
+        .and_then(lnk_proc::proc_info::parse_start_time)
         == Some(start);
     same && read_bounded(Path::new(&format!("/proc/{pid}/environ")), MAX_ENVIRON).is_some()
 }

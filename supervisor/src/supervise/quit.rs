@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use lnk_common::reaper::signals::Signals;
+use lnk_proc::reaper::signals::Signals;
 
 /// Whether the supervisor was asked to quit.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! The supervisor's loop while the run lives: one `poll`, and no periodic wake-up.
 //!
 //! It sleeps until one of: a signal to the supervisor, the stop signal
-//! ([`lnk_common::stop`]: SIGURG, after which `<id>.stop` is looked at), the gate's reports (the sandbox started, ended, could not be
+//! ([`lnk_proc::wake`]: SIGURG, after which `<id>.stop` is looked at), the gate's reports (the sandbox started, ended, could not be
 //! executed; their end is the gate's), the run's output, or the deadline, which is the poll's
 //! timeout rather than a tick. At the deadline, a stop or a signal it asks the gate to stop the
 //! run (SIGTERM to the gate, which sends SIGTERM to the run and SIGKILL two seconds later); once
@@ -11,15 +11,15 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use lnk_common::ProcessId;
 use lnk_common::layout::StateDir;
-use lnk_common::proc_info::ProcessId;
-use lnk_common::reaper::hold::{self, Step};
-use lnk_common::reaper::{Event, RUN_STOP_GRACE};
 use lnk_common::record::{Record, SandboxGroup};
-use lnk_common::resident::{Scratch, Shed, poll_until};
 use lnk_common::status::Exit;
-use lnk_common::stop::Listener;
+use lnk_proc::poll::poll_until;
+use lnk_proc::reaper::hold::{self, Step};
+use lnk_proc::reaper::{Event, RUN_STOP_GRACE};
+use lnk_proc::wake::Listener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::quit::Quit;
@@ -77,8 +77,7 @@ impl Run<'_> {
     /// copies what the run writes meanwhile; then reads what is left in the pipe.
     pub fn watch(mut self) -> Result<Watched> {
         let mut pipe = self.pipe.take();
-        // Pages of its own, given back when the supervisor sheds.
-        let mut buf = Scratch::new(READ_CHUNK).context("making the output's read buffer")?;
+        let mut buf = vec![0u8; READ_CHUNK];
         let mut seen = Watched {
             ending: Ending::ByItself,
             exit: None,
@@ -89,10 +88,6 @@ impl Run<'_> {
         // A stop asked before the record named this supervisor (so before it could be
         // signalled) is looked for once.
         let mut stop_maybe = true;
-        // Once the sandbox's start is recorded, what the start touched is unmapped before the
-        // next sleep, and what later work touches once it has been quiet a second: the run may
-        // sleep for hours ([`Shed`]).
-        let mut shed = Shed::default();
         while !self.gate.reports.ended() {
             let now = Instant::now();
             // Read every time, so that a pending signal (a child's end too) never leaves the
@@ -103,7 +98,7 @@ impl Run<'_> {
                     Some(Ending::Lost)
                 } else if seen.exit.is_none() && now >= self.deadline {
                     Some(Ending::TimedOut)
-                } else if stop_maybe && self.state.stop_requested(&self.record.id)? {
+                } else if stop_maybe && lnk_common::stop::requested(self.state, &self.record.id)? {
                     Some(Ending::Stopped)
                 } else {
                     None
@@ -155,11 +150,7 @@ impl Run<'_> {
                 fds.push(PollFd::new(channel, PollFlags::IN));
                 fds.len() - 1
             });
-            // While the run is alive and no stop is under way, the sleep may be a long one.
-            let polled = match (stop_sent, seen.exit) {
-                (None, None) => shed.poll(&mut fds, wake_at, Some(&mut buf)),
-                _ => poll_until(&mut fds, wake_at),
-            };
+            let polled = poll_until(&mut fds, wake_at);
             match polled {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(err) => return Err(err.into()),
@@ -174,7 +165,7 @@ impl Run<'_> {
                 stop_maybe = true;
             }
             if is_ready(pipe_at) {
-                self.read_once(&mut pipe, buf.bytes())?;
+                self.read_once(&mut pipe, &mut buf)?;
             }
             if is_ready(channel_at) {
                 let gate = &*self.gate;
@@ -182,14 +173,11 @@ impl Run<'_> {
             }
             if ready[2] {
                 for event in self.gate.reports.read()? {
-                    if matches!(event, Event::Started(_)) {
-                        shed.settled();
-                    }
                     self.heard(event, &mut seen);
                 }
             }
         }
-        self.read_rest(&mut pipe, buf.bytes())?;
+        self.read_rest(&mut pipe, &mut buf)?;
         Ok(seen)
     }
 

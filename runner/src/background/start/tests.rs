@@ -170,9 +170,9 @@ fn a_start_that_fails_at_any_step_leaves_nothing_behind() {
         let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut settings = background(None);
         settings.state = state_dir.path().join("state");
-        StateDir::new(&settings.state)
-            .create()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let state = StateDir::new(&settings.state);
+        state.create().unwrap_or_else(|e| panic!("{e}"));
+        lnk_common::index::init(&state).unwrap_or_else(|e| panic!("{e}"));
         let before = files_under(&settings.state);
         let launch = prepare(
             &config(files.clone()),
@@ -215,6 +215,7 @@ fn a_supervisor_that_cannot_start_leaves_the_run_recorded_lost() {
     settings.state = state_dir.path().join("state");
     let state = StateDir::new(&settings.state);
     state.create().unwrap_or_else(|e| panic!("{e}"));
+    lnk_common::index::init(&state).unwrap_or_else(|e| panic!("{e}"));
     let launch = prepare(
         &config(files),
         &settings,

@@ -1,0 +1,15 @@
+//! Link Run's process machinery, which both binaries use and neither reads of the other: the
+//! reaper that contains a call or a run ([`reaper`]), what `/proc` says of the machine and its
+//! processes ([`proc_info`]), signal masks and signalfd ([`reaper::signals`]), and waking a
+//! run's supervisor to a stop request ([`wake`]).
+//!
+//! It is not a contract: the contract between `lnk-link-run` and `lnk-link-supervise` is
+//! `lnk-common` alone, which this crate uses and which never uses it. All of Link Run's library
+//! `unsafe` lives here, each block with the argument for its soundness beside it.
+
+#![deny(missing_docs)]
+
+pub mod poll;
+pub mod proc_info;
+pub mod reaper;
+pub mod wake;
