@@ -9,7 +9,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::id::RunId;
+use crate::id::{IdError, RunId};
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -18,23 +18,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A run id that breaks the id rules; nothing was built from it.
-    #[error("invalid run id {shown:?}: {problem}")]
-    InvalidRunId {
-        /// The offending text, cut to a readable length.
-        shown: String,
-        /// What is wrong with it.
-        problem: IdProblem,
-    },
-
-    /// An agent id that breaks the agent id rules.
-    #[error("invalid agent id {shown:?}: {problem}")]
-    InvalidAgentId {
-        /// The offending text, cut to a readable length.
-        shown: String,
-        /// What is wrong with it.
-        problem: IdProblem,
-    },
+    /// A run id or an agent id that breaks the id rules, or no random one could be made.
+    #[error(transparent)]
+    Id(#[from] IdError),
 
     /// A process id that cannot name a process we may signal (0, 1 and negatives are special).
     #[error("invalid process id {pid}: must be greater than 1")]
@@ -257,39 +243,6 @@ impl Error {
     }
 }
 
-/// What is wrong with an id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum IdProblem {
-    /// No characters at all.
-    #[error("it is empty")]
-    Empty,
-    /// Fewer characters than the minimum.
-    #[error("it has {len} characters, fewer than {min}")]
-    TooShort {
-        /// Its length.
-        len: usize,
-        /// The minimum.
-        min: usize,
-    },
-    /// More characters than the maximum.
-    #[error("it has {len} characters, more than {max}")]
-    TooLong {
-        /// Its length.
-        len: usize,
-        /// The maximum.
-        max: usize,
-    },
-    /// A character outside the allowed set.
-    #[error("character {ch:?} at position {at} is not allowed")]
-    BadChar {
-        /// The character.
-        ch: char,
-        /// Its position, counted in characters from 0.
-        at: usize,
-    },
-}
-
 /// What is inconsistent in a record that parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -435,15 +388,4 @@ impl fmt::Display for FileKind {
             FileKind::Special => "special file",
         })
     }
-}
-
-/// Cuts untrusted text to a length that reads well in a message.
-pub(crate) fn shown(text: &str) -> String {
-    const MAX_SHOWN: usize = 40;
-    let mut chars = text.chars();
-    let mut out: String = chars.by_ref().take(MAX_SHOWN).collect();
-    if chars.next().is_some() {
-        out.push('…');
-    }
-    out
 }

@@ -17,7 +17,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::{Error, IdProblem, shown};
+use crate::shown::shown;
 
 /// The shortest run id accepted.
 pub const RUN_ID_MIN_LEN: usize = 12;
@@ -30,18 +30,83 @@ pub const AGENT_ID_MAX_LEN: usize = 64;
 
 const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
+/// An id that could not be had: text that breaks the id rules (nothing was built from it), or
+/// no random bytes for a new one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdError {
+    /// A run id that breaks the id rules.
+    #[error("invalid run id {shown:?}: {problem}")]
+    InvalidRunId {
+        /// The offending text, cut to a readable length.
+        shown: String,
+        /// What is wrong with it.
+        problem: IdProblem,
+    },
+
+    /// An agent id that breaks the agent id rules.
+    #[error("invalid agent id {shown:?}: {problem}")]
+    InvalidAgentId {
+        /// The offending text, cut to a readable length.
+        shown: String,
+        /// What is wrong with it.
+        problem: IdProblem,
+    },
+
+    /// The system's random source failed.
+    #[error("getting random bytes")]
+    Random {
+        /// The cause.
+        #[source]
+        source: getrandom::Error,
+    },
+}
+
+/// What is wrong with an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdProblem {
+    /// No characters at all.
+    #[error("it is empty")]
+    Empty,
+    /// Fewer characters than the minimum.
+    #[error("it has {len} characters, fewer than {min}")]
+    TooShort {
+        /// Its length.
+        len: usize,
+        /// The minimum.
+        min: usize,
+    },
+    /// More characters than the maximum.
+    #[error("it has {len} characters, more than {max}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// A character outside the allowed set.
+    #[error("character {ch:?} at position {at} is not allowed")]
+    BadChar {
+        /// The character.
+        ch: char,
+        /// Its position, counted in characters from 0.
+        at: usize,
+    },
+}
+
 /// A checked run id: 12 to 32 characters of `[a-z0-9]`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RunId(String);
 
 impl RunId {
     /// A new random id of [`RUN_ID_GENERATED_LEN`] characters.
-    pub fn generate() -> Result<Self, Error> {
+    pub fn generate() -> Result<Self, IdError> {
         random_token(RUN_ID_GENERATED_LEN).map(RunId)
     }
 
     /// Checks `text` against the id rules; the only way from outside text to a `RunId`.
-    pub fn parse(text: &str) -> Result<Self, Error> {
+    pub fn parse(text: &str) -> Result<Self, IdError> {
         check(
             text,
             |_, c| c.is_ascii_lowercase() || c.is_ascii_digit(),
@@ -49,7 +114,7 @@ impl RunId {
             RUN_ID_MAX_LEN,
         )
         .map(|()| RunId(text.to_owned()))
-        .map_err(|problem| Error::InvalidRunId {
+        .map_err(|problem| IdError::InvalidRunId {
             shown: shown(text),
             problem,
         })
@@ -67,7 +132,7 @@ pub struct AgentId(String);
 
 impl AgentId {
     /// Checks `text` against the agent id rules.
-    pub fn parse(text: &str) -> Result<Self, Error> {
+    pub fn parse(text: &str) -> Result<Self, IdError> {
         check(
             text,
             |at, c| c.is_ascii_alphanumeric() || (at > 0 && matches!(c, '.' | '_' | '-')),
@@ -75,7 +140,7 @@ impl AgentId {
             AGENT_ID_MAX_LEN,
         )
         .map(|()| AgentId(text.to_owned()))
-        .map_err(|problem| Error::InvalidAgentId {
+        .map_err(|problem| IdError::InvalidAgentId {
             shown: shown(text),
             problem,
         })
@@ -114,12 +179,12 @@ fn check(
 /// `len` characters drawn uniformly from `[a-z0-9]`.
 ///
 /// Bytes of 252 or more are thrown away (252 = 7 × 36), so `byte % 36` carries no bias.
-pub(crate) fn random_token(len: usize) -> Result<String, Error> {
+pub(crate) fn random_token(len: usize) -> Result<String, IdError> {
     const UNBIASED_BELOW: u8 = 252;
     let mut out = String::with_capacity(len);
     let mut buf = [0u8; 64];
     while out.len() < len {
-        getrandom::fill(&mut buf).map_err(|source| Error::Random { source })?;
+        getrandom::fill(&mut buf).map_err(|source| IdError::Random { source })?;
         for &b in buf.iter().filter(|&&b| b < UNBIASED_BELOW) {
             if out.len() == len {
                 break;
@@ -151,8 +216,8 @@ macro_rules! text_id_impls {
         }
 
         impl FromStr for $ty {
-            type Err = Error;
-            fn from_str(text: &str) -> Result<Self, Error> {
+            type Err = IdError;
+            fn from_str(text: &str) -> Result<Self, IdError> {
                 $ty::parse(text)
             }
         }
@@ -184,14 +249,14 @@ mod tests {
 
     fn run_problem(text: &str) -> IdProblem {
         match RunId::parse(text) {
-            Err(Error::InvalidRunId { problem, .. }) => problem,
+            Err(IdError::InvalidRunId { problem, .. }) => problem,
             other => panic!("{text:?} should be refused, got {other:?}"),
         }
     }
 
     fn agent_problem(text: &str) -> IdProblem {
         match AgentId::parse(text) {
-            Err(Error::InvalidAgentId { problem, .. }) => problem,
+            Err(IdError::InvalidAgentId { problem, .. }) => problem,
             other => panic!("{text:?} should be refused, got {other:?}"),
         }
     }

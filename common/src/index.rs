@@ -24,7 +24,7 @@
 //! so making one twice is harmless.
 //!
 //! * `start` makes `running/<id>` and the `started` name ([`started`]) before the record.
-//! * Storing an ended record ([`crate::Record::store`]) makes `due/…/<id>`, makes or removes
+//! * Whoever stores an ended record ([`crate::Record::store`]) then files it ([`file_end`]): `due/…/<id>`, makes or removes
 //!   `untold/<id>`, then removes `running/<id>` ([`ended`]). A supervisor that dies in between
 //!   leaves `running/<id>`, which the next sweep finds with a free lock and files again.
 //! * A sweep reads `running/` (each run's lock tried: a free one is a supervisor gone),
@@ -156,6 +156,34 @@ pub fn ended(state: &StateDir, record: &Record) -> Result<(), Error> {
         remove(&untold)?;
     }
     remove(&dir(state, Kind::Running).join(record.id.as_str()))
+}
+
+/// Gives a record found without its names (an older folder, or a record no index names: see
+/// [`crate::strays`]) every name its state calls for: its `started` name, and `running/<id>`
+/// while it runs, else its `due` name and, while it is to be told, `untold/<id>`.
+pub fn file_found(state: &StateDir, record: &Record) -> Result<(), Error> {
+    let id = &record.id;
+    name(state, id, &started_path(state, record))?;
+    if record.status.is_running() {
+        name(state, id, &dir(state, Kind::Running).join(id.as_str()))?;
+    } else {
+        // An ended run may still be untold; the running name (none here) is left alone.
+        if let Some(at) = due_at(record) {
+            name(state, id, &due_path(state, at, id))?;
+        }
+        if record.tell_due(UnixMs::now()) {
+            name(state, id, &dir(state, Kind::Untold).join(id.as_str()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Files run `record`'s end ([`ended`]) once its ended record is stored, as its storer must; a
+/// filing that fails is logged, and the next sweep files it (its `running` name is left).
+pub fn file_end(state: &StateDir, record: &Record) {
+    if let Err(err) = ended(state, record) {
+        tracing::warn!(id = %record.id, "{err}; a sweep files the run's end");
+    }
 }
 
 /// Files an ended run found in a `due` minute before it could be removed where it belongs:
@@ -446,7 +474,7 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
         let Ok(record) = Record::load(state, id) else {
             continue;
         };
-        crate::strays::file_found(state, &record)?;
+        file_found(state, &record)?;
         indexed += 1;
     }
     init(state)?;

@@ -18,7 +18,7 @@
 //! | `start.lock` | flock taken **shared** by each `start` while it takes a slot, creates the new run's lock and writes its record; **exclusive** by `stop`/`remove --state`, so no run starts meanwhile |
 //! | `slots/<k>` | the cap: a run's supervisor holds an exclusive flock on one slot `k < --background` for its whole life ([`slot`]) |
 //! | `<id>.json` | the run's record (below), replaced whole by rename, never edited in place |
-//! | `<id>.lock` | exclusive flock held by the run's supervisor for its whole life; 4 KiB reserved in it (length 0) where the supervisor keeps the run's end when the record cannot be written ([`record::KeptEnd`]) |
+//! | `<id>.lock` | exclusive flock held by the run's supervisor for its whole life; 4 KiB reserved in it (length 0) where the supervisor keeps the run's end when the record cannot be written ([`record_store::KeptEnd`]) |
 //! | `<id>.stop` | present (a regular file of the user's): the run is asked to stop; holding `tasks/cancel\n`, the stop was its task's client's ([`cancel`]) and the run's task reads `cancelled` |
 //! | `<id>.log` | the run's supervisor's log (its stderr), so that no pipe of the MCP host is held by a process that outlives `serve`; removed with the run. Logs past 1 MiB when opened start again empty; each reserves 64 KiB past its end so that a full disk can still be reported in it |
 //! | `<id>.in` | an interactive run's stdin channel: a Unix socket (0600) on which its supervisor answers `write` ([`stdin`]); removed when the run ends, by its supervisor or by the sweep that records it lost |
@@ -170,7 +170,9 @@ pub mod layout;
 pub mod lock;
 pub mod process_id;
 pub mod record;
+pub mod record_store;
 pub mod safe_open;
+mod shown;
 pub mod slot;
 pub mod status;
 pub mod stdin;

@@ -5,7 +5,11 @@
 use serde_json::json;
 
 use super::*;
+use std::fs;
+
+use crate::layout::StateDir;
 use crate::status::Exit;
+use crate::write::Durability;
 
 fn launch(tell: bool) -> Launch {
     Launch {

@@ -26,9 +26,10 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::error::{Error, FileKind, Op, shown};
+use crate::error::{Error, FileKind, Op};
 use crate::id::RunId;
 use crate::layout::{BACKGROUND_DIR, output_file_name, rotation_temp_name};
+use crate::shown::shown;
 
 /// Mode of the background folder: only the owner (the supervisor's and the agent's user).
 const BACKGROUND_DIR_MODE: u32 = 0o700;

@@ -27,8 +27,6 @@ use crate::error::{Error, Op};
 use crate::id::RunId;
 use crate::index::{self, INDEX_DIR};
 use crate::layout::StateDir;
-use crate::record::Record;
-use crate::time::UnixMs;
 
 /// The name, in `index/`, whose modification time is the state folder's at the last look.
 pub const LOOKED_FILE: &str = "looked";
@@ -116,34 +114,6 @@ impl Look {
 
 fn looked_path(state: &StateDir) -> std::path::PathBuf {
     state.path().join(INDEX_DIR).join(LOOKED_FILE)
-}
-
-/// Gives a record found without its names (an older folder, or a record no index names: see
-/// [`self`]) every name its state calls for: its `started` name, and `running/<id>`
-/// while it runs, else its `due` name and, while it is to be told, `untold/<id>`.
-pub fn file_found(state: &StateDir, record: &Record) -> Result<(), Error> {
-    let id = &record.id;
-    index::name(state, id, &index::started_path(state, record))?;
-    if record.status.is_running() {
-        index::name(
-            state,
-            id,
-            &index::dir(state, index::Kind::Running).join(id.as_str()),
-        )?;
-    } else {
-        // An ended run may still be untold; the running name (none here) is left alone.
-        if let Some(at) = index::due_at(record) {
-            index::name(state, id, &index::due_path(state, at, id))?;
-        }
-        if record.tell_due(UnixMs::now()) {
-            index::name(
-                state,
-                id,
-                &index::dir(state, index::Kind::Untold).join(id.as_str()),
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// The ids that have a `started` name: every run the index knows of. Reads the whole

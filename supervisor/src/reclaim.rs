@@ -95,6 +95,7 @@ pub fn mark_lost(state: &StateDir, record: &mut Record, _lock: &LockGuard) -> an
         record.left_running = Some(left);
     }
     record.store(state)?;
+    lnk_common::index::file_end(state, record);
     tracing::info!(id = %record.id, killed = reclaimed.signalled, "a run whose supervisor is gone is recorded lost");
     Ok(reclaimed.signalled)
 }

@@ -31,7 +31,7 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
     };
     for id in &ids {
         match Record::load(state, id) {
-            Ok(record) => match strays::file_found(state, &record) {
+            Ok(record) => match lnk_common::index::file_found(state, &record) {
                 Ok(()) => {
                     tracing::warn!(%id, state = %record.status.state(), "a record that no index named is indexed");
                     report.indexed += 1;

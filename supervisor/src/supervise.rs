@@ -92,6 +92,7 @@ pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
             record
                 .store_ended(&state)
                 .context("recording the run lost")?;
+            lnk_common::index::file_end(&state, &record);
             end_stored = true;
         }
     }
@@ -246,6 +247,7 @@ fn supervise(
     output.finish(state, record);
     record.failure = watched.failure;
     record.store_ended(state)?;
+    lnk_common::index::file_end(state, record);
     tracing::info!(id = %record.id, state = record.status.state().as_str(), "run ended");
     Ok(())
 }

@@ -395,7 +395,7 @@ fn sweep_run(
 /// recorded — the run ended as it says, not `lost` — else the run is recorded lost, what is
 /// left of it killed when surely its own. Whether the run's own end was found.
 pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuard) -> Result<bool> {
-    match lnk_common::record::kept_end(state, &record.id) {
+    match lnk_common::record_store::kept_end(state, &record.id) {
         Ok(Some(kept)) => {
             // Its supervisor killed what was left before keeping the end; whatever is still
             // there that is surely the run's goes all the same.
@@ -404,6 +404,7 @@ pub fn record_end_of_gone(state: &StateDir, record: &mut Record, lock: &LockGuar
             record.status = kept.status;
             record.output = kept.output;
             record.store(state)?;
+            lnk_common::index::file_end(state, record);
             release_reservations(state, record, lock);
             tracing::info!(id = %record.id, state = %record.status.state(), "the end the supervisor kept is recorded");
             return Ok(true);

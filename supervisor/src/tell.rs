@@ -56,6 +56,7 @@ pub fn tell_if_due(state: &StateDir, record: &mut Record) {
         tracing::error!(id = %record.id, "{err}; not telling, so as not to tell twice");
         return;
     }
+    lnk_common::index::file_end(state, record);
     match tell(record) {
         Outcome::Told => tracing::info!(id = %record.id, "told"),
         Outcome::Refused(why) => {
@@ -64,8 +65,9 @@ pub fn tell_if_due(state: &StateDir, record: &mut Record) {
         Outcome::Unreachable(why) => {
             tracing::warn!(id = %record.id, "the way in cannot be reached: {why}; a sweep retries");
             record.telling.told = false;
-            if let Err(err) = record.store(state) {
-                tracing::error!(id = %record.id, "{err}");
+            match record.store(state) {
+                Ok(()) => lnk_common::index::file_end(state, record),
+                Err(err) => tracing::error!(id = %record.id, "{err}"),
             }
         }
     }

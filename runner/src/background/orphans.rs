@@ -43,7 +43,7 @@ pub fn sweep_orphans(background: &Background, records: &mut [Record]) {
     // shown as it was kept, rather than `running` — whether the supervisor is gone, or still
     // alive and trying, or a sweep holds the lock for a moment.
     for record in records.iter_mut().filter(|r| r.status.is_running()) {
-        if let Ok(Some(kept)) = lnk_common::record::kept_end(&state, &record.id) {
+        if let Ok(Some(kept)) = lnk_common::record_store::kept_end(&state, &record.id) {
             record.status = kept.status;
             record.output = kept.output;
         }
@@ -67,7 +67,7 @@ pub fn notice_orphan(background: &Background, record: &mut Record) -> bool {
         tracing::info!(id = %record.id, "a task's run whose supervisor is gone; sweeping");
         super::sweeps::start_sweep(background);
     }
-    if let Ok(Some(kept)) = lnk_common::record::kept_end(&state, &record.id) {
+    if let Ok(Some(kept)) = lnk_common::record_store::kept_end(&state, &record.id) {
         record.status = kept.status;
         record.output = kept.output;
     }

@@ -295,7 +295,9 @@ fn launch_run_with(
             ended_at_ms: UnixMs::now(),
             exit: None,
         };
-        let _ = record.store(&state);
+        if record.store(&state).is_ok() {
+            lnk_common::index::file_end(&state, &record);
+        }
         return Err(failed(
             &format!("starting {}", background.supervise.display()),
             &err,
