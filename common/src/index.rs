@@ -31,7 +31,8 @@
 //!   `untold/`, and the `due/` minutes that are over (a minute late at most, so that a filing
 //!   under way is never missed), removing what is due ([`forget`]).
 //! * `list` reads `running/` for `state: running`, else the newest `started` minutes down to
-//!   the page's end, reading at most [`PAGE_SCAN`] records for a page ([`page`]).
+//!   the page's end, reading at most [`crate::list_page::PAGE_SCAN`] records for a page
+//!   ([`crate::list_page::page`]).
 //!
 //! A folder made before the index (its records are version 1, as today's) has no
 //! `index/version`: `list` then reads every record, and the next sweep indexes them all once
@@ -49,7 +50,6 @@ use crate::error::{Error, Op};
 use crate::id::RunId;
 use crate::layout::StateDir;
 use crate::record::{Record, TELL_WINDOW};
-use crate::status::State;
 use crate::time::UnixMs;
 
 /// The index folder, inside the state folder.
@@ -62,7 +62,7 @@ pub const VERSION: &str = "1\n";
 /// under way; older, it is a start that died, and goes.
 pub const START_GRACE: Duration = Duration::from_secs(60);
 
-const MINUTE_MS: u64 = 60_000;
+pub(crate) const MINUTE_MS: u64 = 60_000;
 
 /// The folders of the index, by kind.
 #[derive(Debug, Clone, Copy)]
@@ -359,109 +359,6 @@ pub fn due(state: &StateDir, now: UnixMs) -> Result<Vec<DueMinute>, Error> {
             Ok(DueMinute { dir, ids })
         })
         .collect()
-}
-
-/// The most records one page reads to find the runs a filter admits: a filter that admits
-/// few (say `stopped`, among thousands of runs that exited) must not make a page cost the
-/// whole folder. A page that reached it ends there, with where the next one goes on.
-pub const PAGE_SCAN: usize = 1000;
-
-/// A page of runs, as [`page`] finds it.
-#[derive(Debug)]
-pub struct Page {
-    /// The runs, newest first.
-    pub records: Vec<Record>,
-    /// Whether more runs may follow.
-    pub more: bool,
-    /// Where the next page goes on when this one ended at [`PAGE_SCAN`] before `limit`: the
-    /// last run it read, admitted or not (start time, id); the next page starts just after.
-    pub scanned_to: Option<(u64, RunId)>,
-}
-
-/// A page of runs, newest first by (start time, id), of those `admits` lets through, strictly
-/// older than `before`; at most `limit`, reading at most [`PAGE_SCAN`] records, and whether
-/// more follow. `running_only`: only runs that may be running are looked at (`running/`).
-/// `None` when the folder is not indexed (the caller reads every record instead).
-pub fn page(
-    state: &StateDir,
-    admits: &dyn Fn(State) -> bool,
-    running_only: bool,
-    limit: usize,
-    before: Option<(u64, &RunId)>,
-) -> Result<Option<Page>, Error> {
-    if !is_indexed(state) {
-        return Ok(None);
-    }
-    let older = |ms: u64, id: &RunId| {
-        before.is_none_or(|(b_ms, b_id)| (ms, id.as_str()) < (b_ms, b_id.as_str()))
-    };
-    let mut page: Vec<Record> = Vec::new();
-    let mut scanned_to = None;
-    let wanted = limit.saturating_add(1);
-    if running_only {
-        let mut records: Vec<Record> = running(state)?
-            .into_iter()
-            .filter_map(|(id, _)| Record::load(state, &id).ok())
-            .filter(|r| admits(r.status.state()) && older(r.started_at_ms.0, &r.id))
-            .collect();
-        records.sort_by(|a, b| {
-            (b.started_at_ms.0, b.id.as_str()).cmp(&(a.started_at_ms.0, a.id.as_str()))
-        });
-        records.truncate(wanted);
-        page = records;
-    } else {
-        let mut minutes: Vec<(u64, PathBuf)> = names_in(&dir(state, Kind::Started))?
-            .into_iter()
-            .filter_map(|(name, path)| Some((name.parse::<u64>().ok()?, path)))
-            .filter(|(minute, _)| before.is_none_or(|(ms, _)| *minute <= ms / MINUTE_MS))
-            .collect();
-        minutes.sort_by(|a, b| b.cmp(a));
-        let mut scanned = 0usize;
-        let mut last_read: Option<(u64, RunId)> = None;
-        'minutes: for (_, minute) in minutes {
-            let mut entries: Vec<(u64, RunId)> = names_in(&minute)?
-                .into_iter()
-                .filter_map(|(name, _)| {
-                    let (ms, id) = name.split_once('-')?;
-                    Some((ms.parse().ok()?, RunId::parse(id).ok()?))
-                })
-                .filter(|(ms, id)| older(*ms, id))
-                .collect();
-            entries.sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
-            for (ms, id) in entries {
-                if scanned >= PAGE_SCAN {
-                    scanned_to = last_read;
-                    break 'minutes;
-                }
-                scanned += 1;
-                last_read = Some((ms, id.clone()));
-                let Ok(record) = Record::load(state, &id) else {
-                    continue;
-                };
-                // A name left for another start time (a record rewritten by hand) is passed
-                // over: the record's own time decides, so a run is never shown twice.
-                if record.started_at_ms.0 != ms {
-                    continue;
-                }
-                if admits(record.status.state()) {
-                    page.push(record);
-                    if page.len() >= wanted {
-                        break 'minutes;
-                    }
-                }
-            }
-        }
-    }
-    let more = page.len() > limit || scanned_to.is_some();
-    if page.len() > limit {
-        page.truncate(limit);
-        scanned_to = None;
-    }
-    Ok(Some(Page {
-        records: page,
-        more,
-        scanned_to,
-    }))
 }
 
 /// Indexes every record of a folder made before the index, then writes `index/version`. Costs

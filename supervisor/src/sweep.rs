@@ -435,8 +435,7 @@ fn set_aside_damaged(state: &StateDir, id: &RunId, has_record: bool) {
     }
 }
 
-/// Removes a run: its output file (through the files folder's handle), its stop request, its
-/// log, its stdin channel, its record, and last its lock, which the caller holds.
+/// Removes a run, holding its lock, as `lnk_common::run_files::remove` says.
 pub fn remove_run(state: &StateDir, record: &Record, lock: LockGuard) -> Result<()> {
     let mut tidy = Tidy::default();
     let removed = remove_run_with(state, record, lock, &index::Found::default(), &mut tidy);
@@ -452,20 +451,9 @@ fn remove_run_with(
     names: &index::Found<'_>,
     tidy: &mut Tidy,
 ) -> Result<()> {
-    if let Some(background) = tidy.outputs_of(record)
-        && let Err(err) = background.remove_output(&record.id)
-    {
-        tracing::warn!(id = %record.id, "the output file stays: {err}");
-    }
-    remove_if_there(&state.stop(&record.id))?;
-    remove_if_there(&state.log(&record.id))?;
-    remove_if_there(&state.stdin_channel(&record.id))?;
-    remove_if_there(&state.record(&record.id))?;
-    if let Some(minute) = index::forget_names(state, record, names)? {
-        tidy.minutes.insert(minute);
-    }
-    lock.remove()?;
-    index::forget_due(state, record, names)?;
+    let output_dir = tidy.outputs_of(record);
+    let minute = lnk_common::run_files::remove(state, record, lock, output_dir, names)?;
+    tidy.minutes.extend(minute);
     Ok(())
 }
 

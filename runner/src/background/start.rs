@@ -6,8 +6,9 @@ use lnk_common::Causes;
 use lnk_common::commands;
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
-use lnk_common::lock::{self, StartLock};
-use lnk_common::record::{FileId, Launch, Limits, Program, Record, TellTo};
+use lnk_common::lock::StartLock;
+use lnk_common::record::{Launch, Limits, Program, Record, TellTo};
+use lnk_common::run_files::{self, Step as MadeStep};
 use lnk_common::safe_open::FilesDir;
 use lnk_common::slot::Slot;
 use lnk_common::status::Status;
@@ -160,17 +161,11 @@ fn prepare(
 }
 
 /// The steps of a start that create something, in order; a failure at any of them leaves
-/// nothing behind ([`Undo`]).
+/// nothing behind (`lnk_common::run_files`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
-    /// The run's lock file, created locked.
-    Lock,
-    /// `background/<id>.out`.
-    Output,
-    /// The run's names in the state folder's index.
-    Index,
-    /// The record.
-    Record,
+    /// A step of making the run's files.
+    Made(MadeStep),
     /// The supervisor, started detached.
     Supervisor,
 }
@@ -232,35 +227,16 @@ fn launch_run_with(
         )));
     };
     let mut record = Record::new(id.clone(), boot_id, UnixMs::now(), launch);
-    let creating_lock = "creating the run's lock";
-    fail(Step::Lock).map_err(|e| failed(creating_lock, &e))?;
-    let lock = lock::create_locked(&state, &id).map_err(|e| failed(creating_lock, &e))?;
-    let mut undo = Undo::new(&state, &output_dir, &record, lock);
-    let no_output = |e: &(dyn std::error::Error + 'static)| {
-        Answer::refusal(format!(
+    let made = run_files::make_failing(&state, &output_dir, &mut record, |step| {
+        fail(Step::Made(step))
+    });
+    let mut made = made.map_err(|e| match e.step {
+        MadeStep::Output => Answer::refusal(format!(
             "the run's output file cannot be made in `background/`: {}",
-            Causes(e)
-        ))
-    };
-    fail(Step::Output).map_err(|e| no_output(&e))?;
-    undo.output = true;
-    let output = output_dir.create_output(&id).map_err(|e| no_output(&e))?;
-    record.output.file = FileId::of(&output).ok();
-    drop(output);
-    let filing = "filing the run in the state folder's index";
-    undo.indexed = true;
-    fail(Step::Index).map_err(|e| failed(filing, &e))?;
-    lnk_common::index::started(&state, &record).map_err(|e| failed(filing, &e))?;
-    let storing = "writing the run's record";
-    undo.stored = true;
-    fail(Step::Record).map_err(|e| failed(storing, &e))?;
-    // Atomic, not durable: no `fsync` on the path of the answer (two cost a millisecond or
-    // more). The supervisor stores the record durably once it has started the run
-    // (`record_group`); a power cut before that loses a run that had not begun, and a sweep
-    // tidies what is left of it.
-    record
-        .store_with(&state, lnk_common::write::Durability::Atomic)
-        .map_err(|e| failed(storing, &e))?;
+            Causes(&e.source)
+        )),
+        step => failed(step.doing(), &e.source),
+    })?;
     let spawned = fail(Step::Supervisor).and_then(|()| {
         // The input goes through a pipe, never the disk; the record holds its length only.
         let input = input
@@ -278,7 +254,7 @@ fn launch_run_with(
             args.push(input_flag.as_ref());
         }
         let stdio = detached::Stdio {
-            stdin: Some(undo.hand_over_lock()?.into()),
+            stdin: Some(made.hand_over_lock()?.into()),
             stdout: Some(slot.into_file().into()),
             // Opened here, not by the supervisor, so that a supervisor that fails at once
             // (its folder refused, its command line) still says why.
@@ -290,7 +266,7 @@ fn launch_run_with(
     if let Err(err) = spawned {
         // The record exists: the run is recorded lost (a sweep removes it in time), rather
         // than unmade.
-        undo.keep();
+        made.keep();
         record.status = Status::Lost {
             ended_at_ms: UnixMs::now(),
             exit: None,
@@ -303,7 +279,7 @@ fn launch_run_with(
             &err,
         ));
     }
-    undo.keep();
+    made.keep();
     let output = lnk_common::layout::output_relative_path(&id)
         .display()
         .to_string();
@@ -315,87 +291,6 @@ fn launch_run_with(
         Answer::ok(text, json!({"id": id.as_str(), "output": output})),
         record,
     ))
-}
-
-/// What a start has made so far, unmade on every early return: the record, the index's names,
-/// the output file, and last the run's lock (removed while still held, so no one takes a
-/// half-made run for a crashed one).
-struct Undo<'a> {
-    state: &'a StateDir,
-    output_dir: &'a lnk_common::safe_open::BackgroundDir,
-    record: Record,
-    lock: Option<lnk_common::lock::LockGuard>,
-    output: bool,
-    indexed: bool,
-    stored: bool,
-    armed: bool,
-}
-
-impl<'a> Undo<'a> {
-    fn new(
-        state: &'a StateDir,
-        output_dir: &'a lnk_common::safe_open::BackgroundDir,
-        record: &Record,
-        lock: lnk_common::lock::LockGuard,
-    ) -> Self {
-        Self {
-            state,
-            output_dir,
-            record: record.clone(),
-            lock: Some(lock),
-            output: false,
-            indexed: false,
-            stored: false,
-            armed: true,
-        }
-    }
-
-    /// The locked lock file, for the supervisor.
-    fn hand_over_lock(&mut self) -> std::io::Result<std::fs::File> {
-        self.lock
-            .take()
-            .map(lnk_common::lock::LockGuard::into_file)
-            .ok_or_else(|| std::io::Error::other("the run's lock was handed over already"))
-    }
-
-    /// The run is made: nothing is undone.
-    fn keep(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Undo<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let id = &self.record.id;
-        let undo = |what: &str, err: &(dyn std::error::Error + 'static)| {
-            tracing::warn!(%id, "a failed start could not remove {what}: {}", Causes(err));
-        };
-        if self.stored {
-            let path = self.state.record(id);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => undo("its record", &e),
-                _ => {}
-            }
-        }
-        if self.indexed
-            && let Err(e) = lnk_common::index::forget(self.state, &self.record)
-        {
-            undo("its index names", &e);
-        }
-        if self.output
-            && let Err(e) = self.output_dir.remove_output(id)
-        {
-            undo("its output file", &e);
-        }
-        if let Some(lock) = self.lock.take()
-            && let Err(e) = lock.remove()
-        {
-            undo("its lock", &e);
-        }
-    }
 }
 
 #[cfg(test)]

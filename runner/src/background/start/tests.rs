@@ -165,7 +165,14 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn a_start_that_fails_at_any_step_leaves_nothing_behind() {
-    for step in [Step::Lock, Step::Output, Step::Index, Step::Record] {
+    for step in [
+        MadeStep::Lock,
+        MadeStep::Output,
+        MadeStep::Index,
+        MadeStep::Record,
+    ]
+    .map(Step::Made)
+    {
         let (_dir, files) = files_folder();
         let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let mut settings = background(None);
