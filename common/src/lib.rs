@@ -169,6 +169,7 @@ pub mod keys;
 pub mod layout;
 pub mod list_page;
 pub mod lock;
+pub mod output_file;
 pub mod process_id;
 pub mod record;
 pub mod record_store;

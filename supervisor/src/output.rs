@@ -20,12 +20,12 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
+use lnk_common::output_file::{self, NextOutput, ReplaceError};
 use lnk_common::record::{FileId, Record};
 use lnk_common::safe_open::BackgroundDir;
 use lnk_common::write::Durability;
@@ -79,16 +79,6 @@ fn no_room(err: &io::Error) -> bool {
     err.raw_os_error().is_some_and(|code| {
         code == Errno::NOSPC.raw_os_error() || code == Errno::DQUOT.raw_os_error()
     })
-}
-
-/// [`no_room`] for the common crate's errors.
-fn no_room_in(err: &lnk_common::Error) -> bool {
-    match err {
-        lnk_common::Error::Io { cause, .. } | lnk_common::Error::Rename { cause, .. } => {
-            no_room(cause)
-        }
-        _ => false,
-    }
 }
 
 /// Writes `bytes` to `file`: how many were written, and the error that stopped it, if any.
@@ -265,29 +255,20 @@ impl OutputFile {
         let (why, bytes) = (gap.why, gap.bytes);
         let line =
             format!("lnk-link-supervise: {why}: {bytes} bytes of output could not be written\n");
-        let Ok(mut temp) = self.background.create_rotation_temp(&record.id) else {
+        let Ok(mut next) = NextOutput::begin(&self.background, &record.id) else {
             return false;
         };
-        let before = record.output;
-        let new_file = match (
-            write_counting(&mut temp.file, line.as_bytes()),
-            FileId::of(&temp.file),
-        ) {
-            ((n, None), Ok(id)) if n == line.len() => id,
+        match write_counting(next.file(), line.as_bytes()) {
+            (n, None) if n == line.len() => {}
             _ => {
-                let _ = self.background.remove_rotation_leftovers(&record.id);
+                next.abandon(&self.background, &record.id);
                 return false;
             }
-        };
-        record.output.dropped_bytes = record.output.written_bytes;
-        record.output.written_bytes += line.len() as u64;
-        record.output.file = Some(new_file);
-        if record.store_with(state, Durability::Atomic).is_err() {
-            record.output = before;
-            let _ = self.background.remove_rotation_leftovers(&record.id);
-            return false;
         }
-        match self.background.install_rotation(temp, &record.id) {
+        let before = record.output;
+        record.output.written_bytes += line.len() as u64;
+        let dropped = before.written_bytes;
+        match next.install(state, &self.background, record, dropped) {
             Ok(file) => {
                 self.file = file;
                 self.len = line.len() as u64;
@@ -296,10 +277,15 @@ impl OutputFile {
                 true
             }
             Err(err) => {
-                tracing::warn!(id = %record.id, "beginning a new output file: {err}");
-                record.output = before;
-                let _ = record.store_with(state, Durability::Atomic);
-                let _ = self.background.remove_rotation_leftovers(&record.id);
+                if matches!(err, ReplaceError::Install(_)) {
+                    tracing::warn!(id = %record.id, "beginning a new output file: {}", lnk_common::Causes(&err));
+                    // The record named the new file: it names the old one again.
+                    record.output = before;
+                    let _ = record.store_with(state, Durability::Atomic);
+                    let _ = self.background.remove_rotation_leftovers(&record.id);
+                } else {
+                    record.output = before;
+                }
                 false
             }
         }
@@ -308,91 +294,25 @@ impl OutputFile {
     /// Keeps the newest half of the cap in a new file renamed over the old one.
     fn rotate(&mut self, state: &StateDir, record: &mut Record) -> Result<(), Rotation> {
         let keep = (self.cap / 2).min(self.len);
-        let cut = self.len - keep;
-        let temp = match self.background.create_rotation_temp(&record.id) {
-            Ok(temp) => temp,
-            Err(err) if no_room_in(&err) => return Err(Rotation::NoRoom(FILES_FULL)),
-            Err(err) => return Err(Rotation::Failed(err.into())),
-        };
-        let temp_name = temp.name().to_owned();
-        let copied = copy_range(&self.file, self.len - keep, &temp.file, keep);
-        if let Err(source) = copied {
-            let _ = self.background.remove_rotation_leftovers(&record.id);
-            if no_room(&source) {
-                return Err(Rotation::NoRoom(FILES_FULL));
+        let rotated =
+            output_file::rotate(state, &self.background, record, &self.file, self.len, keep);
+        match rotated {
+            Ok(file) => {
+                self.file = file;
+                self.len = keep;
+                Ok(())
             }
-            let path = self.background.path().join(temp_name);
-            return Err(Rotation::Failed(
-                anyhow::Error::new(source)
-                    .context(format!("copying the newest half to {}", path.display())),
-            ));
-        }
-        let before = record.output;
-        record.output.dropped_bytes += cut;
-        record.output.file = Some(FileId::of(&temp.file).map_err(|e| Rotation::Failed(e.into()))?);
-        // Rotations are frequent under a fast writer; the record only has to be whole for
-        // readers here, and the end is written durably.
-        if let Err(err) = record.store_with(state, Durability::Atomic) {
-            record.output = before;
-            let _ = self.background.remove_rotation_leftovers(&record.id);
-            return Err(if no_room_in(&err) {
-                Rotation::NoRoom(STATE_FULL)
-            } else {
-                Rotation::Failed(err.into())
-            });
-        }
-        self.file = self
-            .background
-            .install_rotation(temp, &record.id)
-            .map_err(|e| Rotation::Failed(e.into()))?;
-        self.len = keep;
-        Ok(())
-    }
-}
-
-/// Copies `len` bytes of `from` at `offset` to the end of `to`, in the kernel where it can.
-fn copy_range(from: &File, offset: u64, to: &File, len: u64) -> std::io::Result<()> {
-    let mut offset = offset;
-    let mut left = len;
-    while left > 0 {
-        let chunk = usize::try_from(left).unwrap_or(usize::MAX).min(1 << 30);
-        let mut at = offset;
-        match rustix::fs::copy_file_range(from.as_fd(), Some(&mut at), to.as_fd(), None, chunk) {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the output file is shorter than its count",
-                ));
+            Err(err) if err.io_cause().is_some_and(no_room) => {
+                Err(Rotation::NoRoom(if matches!(err, ReplaceError::Store(_)) {
+                    STATE_FULL
+                } else {
+                    FILES_FULL
+                }))
             }
-            Ok(n) => {
-                offset += n as u64;
-                left -= n as u64;
-            }
-            Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::XDEV | rustix::io::Errno::NOSYS | rustix::io::Errno::INVAL) => {
-                return copy_range_by_hand(from, offset, to, left);
-            }
-            Err(e) => return Err(e.into()),
+            Err(err) => Err(Rotation::Failed(anyhow::Error::new(err).context(format!(
+                "rotating the output file in {}",
+                self.background.path().display()
+            )))),
         }
     }
-    Ok(())
-}
-
-/// [`copy_range`] through a buffer, for file systems without `copy_file_range`.
-fn copy_range_by_hand(from: &File, offset: u64, mut to: &File, len: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut offset = offset;
-    let mut left = len;
-    while left > 0 {
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let n = from.read_at(&mut buf[..want], offset)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        to.write_all(&buf[..n])?;
-        offset += n as u64;
-        left -= n as u64;
-    }
-    Ok(())
 }
