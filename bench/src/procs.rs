@@ -1,4 +1,4 @@
-//! What `/proc` says about a process: its peak memory, its CPU time, and which processes are
+//! What `/proc` says about a process: its memory (peak, RSS, PSS), its CPU time, and which processes are
 //! still running with a marker in their command line.
 
 use std::time::Duration;
@@ -19,6 +19,25 @@ pub fn status_bytes(pid: u32, field: &str) -> Result<u64> {
         .trim()
         .parse()
         .with_context(|| format!("{field} in {path} is not a number: {line:?}"))?;
+    Ok(kb * 1024)
+}
+
+/// A process's proportional set size (`Pss` of `/proc/<pid>/smaps_rollup`), in bytes: its
+/// private pages and its share of the pages it shares, what it costs the machine (RSS counts
+/// every shared page whole in every process that maps it).
+pub fn pss_bytes(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/smaps_rollup");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .ok_or_else(|| anyhow!("{path} has no Pss"))?;
+    let kb: u64 = line
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .with_context(|| format!("Pss in {path} is not a number: {line:?}"))?;
     Ok(kb * 1024)
 }
 

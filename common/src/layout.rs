@@ -9,9 +9,11 @@
 //! <state>/<id>.log              the run's supervisor's log (its stderr), removed with the run
 //! <state>/<id>.in               an interactive run's stdin channel (a socket, see crate::stdin)
 //! <state>/sweep.log             the log of the sweeps serve starts
-//! <state>/.tmp-<random>         a temporary file (record being written, lock being created)
+//! <state>/tmp/.tmp-<random>     a temporary file (record being written, lock being created)
+//! <state>/slots/<k>             the cap's slots (see crate::slot)
+//! <state>/index/…               the index (see crate::index)
 //! <files>/background/<id>.out   the run's output (stdout and stderr together)
-//! <files>/background/.tmp-<id>-<random>   the output's next version during a rotation
+//! <files>/background/.tmp-<id>-next   the output's next version (see crate::output_file)
 //! ```
 //!
 //! Anything else in the state folder is reported by [`StateDir::list`] as malformed and left

@@ -45,7 +45,7 @@
 //! `<files>/background/<id>.out` holds the run's stdout and stderr together. It holds the bytes
 //! `[dropped_bytes, dropped_bytes + length)` of everything the run wrote. Past the cap
 //! (`limits.output_cap_bytes`) the supervisor copies the newest half to
-//! `background/.tmp-<id>-<random>`, rewrites the record with `output.dropped_bytes` increased by
+//! `background/.tmp-<id>-next`, rewrites the record with `output.dropped_bytes` increased by
 //! the bytes cut and `output.file` naming the new file's device and inode, then puts the new file
 //! in place of `<id>.out` (an exchange of the two names, then the old one unlinked; a plain
 //! rename over it where the exchange is not supported). A reader that opens a file whose
@@ -110,7 +110,7 @@
 //! | `launch.tell_to` | `{way_in, agent, keyring}`: the way-in socket, the agent id (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the keyring folder; `null` without a way in (never told) |
 //! | `launch.stdin` | absent for an empty stdin that ends at once (every record before it); else `{"input_bytes": N, "mode": M}`: `N` bytes of `start`'s `input` (absent for none), handed to the supervisor on its fd 3, never stored; `M` is `"ends"`, `"interactive"` (stdin stays open, `write` adds to it through `<id>.in`) or `{"tty": {"cols": C, "rows": R}}` (stdin, stdout and stderr a terminal of the run's own) ([`stdin`]) |
 //! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate: the run's reaper, which forks the sandbox into a group of its own; in records of older gates, the gate that `exec`ed the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
-//! | `supervisor` | absent until the supervisor can hear a stop (and in records of older supervisors); then `{"pid": P, "start_time": T}`, the supervisor's pid and start time (`/proc/<pid>/stat` field 22), written with `group`. A stop signals that process (SIGURG) only once the process at `P` is proven to have started at `T` on this boot ([`stop`]) |
+//! | `supervisor` | absent until the supervisor can hear a stop (and in records of older supervisors); then `{"pid": P, "start_time": T}`, the supervisor's pid and start time (`/proc/<pid>/stat` field 22), written with `group`. A stop signals that process (SIGURG) only once the process at `P` is proven to have started at `T` on this boot (`lnk_proc::wake`) |
 //! | `sandbox` | absent in records of older gates; written with `group`: `{"session": S, "pgid": P, "output_pipe": {dev, ino}}`, where `S` is the run's session (the gate leads it too, so `S` equals `group.leader_pid`; a record saying otherwise is refused), `P` the sandbox process's own group, `null` until the gate reports the sandbox started, and `output_pipe` the identity of the pipe the run writes its output to (absent in records of older supervisors). A sweep signals only processes proven the run's: in session `S` (in any group), started no earlier than the gate, and either started before a moment at which the gate was seen alive or holding `output_pipe` (after pid reuse, `S` and `P` may be another program's) |
 //! | `left_running` | absent unless a sweep left processes running that looked like the run's but that nothing proved its own; then what, in words, with their pids |
 //! | `failure` | absent unless the run could not start; then why, in words (the sandbox could not be executed, with the system's reason), and the run is `lost` |
@@ -130,8 +130,8 @@
 //! # Writing a record
 //!
 //! Only the holder of the run's lock writes its record. It writes the whole record to
-//! `<state>/.tmp-<random>` (`O_CREAT|O_EXCL|O_CLOEXEC`, 0600), `fsync`s it, renames it over
-//! `<id>.json` and `fsync`s the folder ([`mod@write`]). Readers take no lock and never see a torn
+//! `<state>/tmp/.tmp-<random>` (`O_CREAT|O_EXCL|O_CLOEXEC`, 0600), `fsync`s it, renames it over
+//! `<id>.json` and `fsync`s the folder ([`mod@write`], [`record_store`]). Readers take no lock and never see a torn
 //! record. The one record written without the two `fsync`s is the first, by `start`, so that
 //! its answer does not wait for the disk: the supervisor stores the record durably before the
 //! run begins.
@@ -149,11 +149,24 @@
 //!
 //! # Stopping
 //!
-//! Creating `<id>.stop` (never through a link: [`layout::StateDir::request_stop`]) asks the run
-//! to stop; then its supervisor, named in the record (`supervisor`) and proven by its pid and
-//! start time, is sent SIGURG, which it reads from a signalfd in the `poll` it sleeps in
-//! ([`stop`]): no polling, and no inotify instance per run. It stops the run (SIGTERM, then
-//! SIGKILL two seconds later) and records `stopped`.
+//! Creating `<id>.stop` (never through a link: [`stop::request`]) asks the run to stop; then
+//! its supervisor, named in the record (`supervisor`) and proven by its pid and start time, is
+//! sent SIGURG, which it reads from a signalfd in the `poll` it sleeps in (`lnk_proc::wake`,
+//! process machinery and no part of this contract): no polling, and no inotify instance per
+//! run. It stops the run (SIGTERM, then SIGKILL two seconds later) and records `stopped`.
+//!
+//! # The operations both sides perform
+//!
+//! Each with both of its ends in one module, tested against each other here: making a run's
+//! files and removing them ([`run_files`]), replacing the output file and reading it at the
+//! run's offsets ([`output_file`]), asking a stop and hearing it ([`stop`]), an interactive
+//! run's stdin channel ([`stdin`]).
+//!
+//! # What this crate is not
+//!
+//! No `unsafe` (forbidden), no process started, no signal sent: the process machinery both
+//! binaries use (the reaper, `/proc`, signal masks, waking a supervisor) is `lnk-proc`'s, which
+//! uses this crate and which this crate never names.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
