@@ -27,7 +27,7 @@ use crate::write::Durability;
 
 /// A step of making a run, in the order they are taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum MakeStep {
     /// The run's lock file, created locked.
     Lock,
     /// `background/<id>.out`.
@@ -38,14 +38,14 @@ pub enum Step {
     Record,
 }
 
-impl Step {
+impl MakeStep {
     /// What the step does, as a message says it.
     pub fn doing(self) -> &'static str {
         match self {
-            Step::Lock => "creating the run's lock",
-            Step::Output => "creating the run's output file",
-            Step::Index => "filing the run in the state folder's index",
-            Step::Record => "writing the run's record",
+            MakeStep::Lock => "creating the run's lock",
+            MakeStep::Output => "creating the run's output file",
+            MakeStep::Index => "filing the run in the state folder's index",
+            MakeStep::Record => "writing the run's record",
         }
     }
 }
@@ -56,7 +56,7 @@ impl Step {
 #[error("{}", step.doing())]
 pub struct MakeError {
     /// The step that failed.
-    pub step: Step,
+    pub step: MakeStep,
     /// Why.
     #[source]
     pub source: Error,
@@ -69,7 +69,7 @@ pub struct MadeRun<'a> {
     output_dir: &'a BackgroundDir,
     record: Record,
     lock: Option<LockGuard>,
-    made: Option<Step>,
+    made: Option<MakeStep>,
     kept: bool,
 }
 
@@ -84,47 +84,47 @@ pub fn make<'a>(
     make_failing(state, output_dir, record, |_| Ok(()))
 }
 
-/// [`make`], with `fail` able to make any [`Step`] fail before it is taken (tests inject
+/// [`make`], with `fail` able to make any [`MakeStep`] fail before it is taken (tests inject
 /// failures so).
 pub fn make_failing<'a>(
     state: &'a StateDir,
     output_dir: &'a BackgroundDir,
     record: &mut Record,
-    fail: impl Fn(Step) -> io::Result<()>,
+    fail: impl Fn(MakeStep) -> io::Result<()>,
 ) -> Result<MadeRun<'a>, MakeError> {
-    let at = |step: Step| move |source: Error| MakeError { step, source };
-    let injected = |step: Step| {
+    let at = |step: MakeStep| move |source: Error| MakeError { step, source };
+    let injected = |step: MakeStep| {
         fail(step).map_err(|e| at(step)(Error::io(crate::error::Op::Create, state.path(), e)))
     };
-    injected(Step::Lock)?;
-    let lock = lock::create_locked(state, &record.id).map_err(at(Step::Lock))?;
+    injected(MakeStep::Lock)?;
+    let lock = lock::create_locked(state, &record.id).map_err(at(MakeStep::Lock))?;
     let mut made = MadeRun {
         state,
         output_dir,
         record: record.clone(),
         lock: Some(lock),
-        made: Some(Step::Lock),
+        made: Some(MakeStep::Lock),
         kept: false,
     };
-    injected(Step::Output)?;
-    made.made = Some(Step::Output);
+    injected(MakeStep::Output)?;
+    made.made = Some(MakeStep::Output);
     let output = output_dir
         .create_output(&record.id)
-        .map_err(at(Step::Output))?;
+        .map_err(at(MakeStep::Output))?;
     record.output.file = FileId::of(&output).ok();
     drop(output);
     made.record = record.clone();
-    made.made = Some(Step::Index);
-    injected(Step::Index)?;
-    index::started(state, record).map_err(at(Step::Index))?;
-    made.made = Some(Step::Record);
-    injected(Step::Record)?;
+    made.made = Some(MakeStep::Index);
+    injected(MakeStep::Index)?;
+    index::started(state, record).map_err(at(MakeStep::Index))?;
+    made.made = Some(MakeStep::Record);
+    injected(MakeStep::Record)?;
     // Atomic, not durable: no `fsync` on the path of the answer. The supervisor stores the
     // record durably once it has started the run; a power cut before that loses a run that
     // had not begun, and a sweep tidies what is left of it.
     record
         .store_with(state, Durability::Atomic)
-        .map_err(at(Step::Record))?;
+        .map_err(at(MakeStep::Record))?;
     Ok(made)
 }
 
@@ -156,19 +156,19 @@ impl Drop for MadeRun<'_> {
         let undo = |what: &str, err: &dyn std::fmt::Display| {
             tracing::warn!(%id, "a failed start could not remove {what}: {err}");
         };
-        if made == Step::Record {
+        if made == MakeStep::Record {
             let path = self.state.record(id);
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => undo("its record", &e),
                 _ => {}
             }
         }
-        if matches!(made, Step::Index | Step::Record)
+        if matches!(made, MakeStep::Index | MakeStep::Record)
             && let Err(e) = index::forget(self.state, &self.record)
         {
             undo("its index names", &e);
         }
-        if made != Step::Lock
+        if made != MakeStep::Lock
             && let Err(e) = self.output_dir.remove_output(id)
         {
             undo("its output file", &e);

@@ -149,7 +149,12 @@ fn a_run_made_then_removed_leaves_nothing() {
 
 #[test]
 fn a_run_made_in_part_is_unmade() {
-    for failing in [Step::Lock, Step::Output, Step::Index, Step::Record] {
+    for failing in [
+        MakeStep::Lock,
+        MakeStep::Output,
+        MakeStep::Index,
+        MakeStep::Record,
+    ] {
         let f = folders();
         let before = (tree(f.state.path()), tree(f.output_dir.path()));
         let mut record = record(f.output_dir.path().parent().unwrap());

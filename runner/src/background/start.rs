@@ -8,7 +8,7 @@ use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::lock::StartLock;
 use lnk_common::record::{Launch, Limits, Program, Record, TellTo};
-use lnk_common::run_files::{self, Step as MadeStep};
+use lnk_common::run_files::{self, MakeStep};
 use lnk_common::safe_open::FilesDir;
 use lnk_common::slot::Slot;
 use lnk_common::status::Status;
@@ -163,9 +163,9 @@ fn prepare(
 /// The steps of a start that create something, in order; a failure at any of them leaves
 /// nothing behind (`lnk_common::run_files`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
+enum StartStep {
     /// A step of making the run's files.
-    Made(MadeStep),
+    Made(MakeStep),
     /// The supervisor, started detached.
     Supervisor,
 }
@@ -177,24 +177,24 @@ fn launch_run(background: &Background, launch: Launch) -> Result<(Answer, Record
     launch_run_failing(background, launch, |_| Ok(()))
 }
 
-/// [`launch_run`], with `fail` able to make any [`Step`] fail (the tests inject failures).
+/// [`launch_run`], with `fail` able to make any [`StartStep`] fail (the tests inject failures).
 #[cfg(test)]
 fn launch_run_failing(
     background: &Background,
     launch: Launch,
-    fail: impl Fn(Step) -> std::io::Result<()>,
+    fail: impl Fn(StartStep) -> std::io::Result<()>,
 ) -> Result<(Answer, Record), Answer> {
     launch_run_with(background, launch, None, fail)
 }
 
 /// Counts, creates and hands over, under `start.lock`, with the run's `input` (handed to the
-/// supervisor on its fd 3) and `fail` able to make any [`Step`] fail (the tests inject
+/// supervisor on its fd 3) and `fail` able to make any [`StartStep`] fail (the tests inject
 /// failures); the answer, and the run's record as it was made.
 fn launch_run_with(
     background: &Background,
     launch: Launch,
     input: Option<&str>,
-    fail: impl Fn(Step) -> std::io::Result<()>,
+    fail: impl Fn(StartStep) -> std::io::Result<()>,
 ) -> Result<(Answer, Record), Answer> {
     let state = StateDir::new(&background.state);
     let failed = |what: &str, err: &(dyn std::error::Error + 'static)| {
@@ -228,16 +228,16 @@ fn launch_run_with(
     };
     let mut record = Record::new(id.clone(), boot_id, UnixMs::now(), launch);
     let made = run_files::make_failing(&state, &output_dir, &mut record, |step| {
-        fail(Step::Made(step))
+        fail(StartStep::Made(step))
     });
     let mut made = made.map_err(|e| match e.step {
-        MadeStep::Output => Answer::refusal(format!(
+        MakeStep::Output => Answer::refusal(format!(
             "the run's output file cannot be made in `background/`: {}",
             Causes(&e.source)
         )),
         step => failed(step.doing(), &e.source),
     })?;
-    let spawned = fail(Step::Supervisor).and_then(|()| {
+    let spawned = fail(StartStep::Supervisor).and_then(|()| {
         // The input goes through a pipe, never the disk; the record holds its length only.
         let input = input
             .map(|text| super::stdin::input_pipe(text.as_bytes()))

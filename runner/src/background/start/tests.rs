@@ -166,12 +166,12 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn a_start_that_fails_at_any_step_leaves_nothing_behind() {
     for step in [
-        MadeStep::Lock,
-        MadeStep::Output,
-        MadeStep::Index,
-        MadeStep::Record,
+        MakeStep::Lock,
+        MakeStep::Output,
+        MakeStep::Index,
+        MakeStep::Record,
     ]
-    .map(Step::Made)
+    .map(StartStep::Made)
     {
         let (_dir, files) = files_folder();
         let state_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
