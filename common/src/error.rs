@@ -37,27 +37,28 @@ pub enum Error {
         source: getrandom::Error,
     },
 
-    /// A system call on a path failed. The cause (the system's word for it: "No space left on
-    /// device") is part of the message, so that no caller that shows only the message can
-    /// drop it.
-    #[error("{op} {}: {cause}", path.display())]
+    /// A system call on a path failed; the system's word for it ("No space left on device")
+    /// is the source, which [`crate::Causes`] shows after the message.
+    #[error("{op} {}", path.display())]
     Io {
         /// What was being done.
         op: Op,
         /// The path it was done to.
         path: PathBuf,
         /// The cause.
+        #[source]
         cause: io::Error,
     },
 
-    /// A rename failed (the cause is part of the message, as for [`Error::Io`]).
-    #[error("renaming {} to {}: {cause}", from.display(), to.display())]
+    /// A rename failed.
+    #[error("renaming {} to {}", from.display(), to.display())]
     Rename {
         /// The old name.
         from: PathBuf,
         /// The new name.
         to: PathBuf,
         /// The cause.
+        #[source]
         cause: io::Error,
     },
 
@@ -104,10 +105,13 @@ pub enum Error {
         source: serde_json::Error,
     },
 
-    /// A run's end could be neither stored nor kept in its lock file.
-    #[error("storing the run's end: {stored}; nor could it be kept in its lock file: {kept}")]
+    /// A run's end could be neither stored nor kept in its lock file: the source is why it
+    /// could not be stored; why it could not be kept is said in the message, as a second cause
+    /// cannot be a source.
+    #[error("storing the run's end, nor could it be kept in its lock file ({})", crate::Causes(&**kept))]
     EndNotKept {
         /// Why the record could not be stored.
+        #[source]
         stored: Box<Error>,
         /// Why the end could not be kept.
         kept: Box<Error>,

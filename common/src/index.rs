@@ -182,7 +182,7 @@ pub fn file_found(state: &StateDir, record: &Record) -> Result<(), Error> {
 /// filing that fails is logged, and the next sweep files it (its `running` name is left).
 pub fn file_end(state: &StateDir, record: &Record) {
     if let Err(err) = ended(state, record) {
-        tracing::warn!(id = %record.id, "{err}; a sweep files the run's end");
+        tracing::warn!(id = %record.id, "{}; a sweep files the run's end", crate::Causes(&err));
     }
 }
 

@@ -153,8 +153,8 @@ impl Drop for MadeRun<'_> {
             return;
         };
         let id = &self.record.id;
-        let undo = |what: &str, err: &dyn std::fmt::Display| {
-            tracing::warn!(%id, "a failed start could not remove {what}: {err}");
+        let undo = |what: &str, err: &(dyn std::error::Error + 'static)| {
+            tracing::warn!(%id, "a failed start could not remove {what}: {}", crate::Causes(err));
         };
         if made == MakeStep::Record {
             let path = self.state.record(id);
@@ -195,7 +195,7 @@ pub fn remove(
     if let Some(background) = output_dir
         && let Err(err) = background.remove_output(&record.id)
     {
-        tracing::warn!(id = %record.id, "the output file stays: {err}");
+        tracing::warn!(id = %record.id, "the output file stays: {}", crate::Causes(&err));
     }
     let id = &record.id;
     for path in [

@@ -168,7 +168,12 @@ fn address(path: &Path) -> io::Result<(SocketAddrUnix, Option<OwnedFd>)> {
 fn with_path(path: &Path, what: &str) -> impl Fn(io::Error) -> io::Error + use<> {
     let path = path.display().to_string();
     let what = what.to_owned();
-    move |err| io::Error::new(err.kind(), format!("{what} {path}: {err}"))
+    move |err| {
+        io::Error::new(
+            err.kind(),
+            format!("{what} {path}: {}", crate::Causes(&err)),
+        )
+    }
 }
 
 /// Whether the peer of `conn` runs as this process's user.
@@ -293,7 +298,9 @@ impl Listener {
             match read_request(conn) {
                 Ok(Some(request)) => return Ok(Some(request)),
                 Ok(None) => {}
-                Err(err) => tracing::warn!("a request on the stdin channel: {err}"),
+                Err(err) => {
+                    tracing::warn!("a request on the stdin channel: {}", crate::Causes(&err))
+                }
             }
         }
     }
@@ -332,10 +339,10 @@ pub fn answer(conn: &OwnedFd, reply: &Reply) {
     match serde_json::to_vec(reply) {
         Ok(bytes) => {
             if let Err(err) = rustix::net::send(conn, &bytes, SendFlags::NOSIGNAL) {
-                tracing::warn!("answering on the stdin channel: {err}");
+                tracing::warn!("answering on the stdin channel: {}", crate::Causes(&err));
             }
         }
-        Err(err) => tracing::warn!("answering on the stdin channel: {err}"),
+        Err(err) => tracing::warn!("answering on the stdin channel: {}", crate::Causes(&err)),
     }
 }
 
@@ -343,7 +350,7 @@ impl Drop for Listener {
     fn drop(&mut self) {
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                tracing::warn!(path = %self.path.display(), "removing the stdin channel: {e}");
+                tracing::warn!(path = %self.path.display(), "removing the stdin channel: {}", crate::Causes(&e));
             }
             _ => {}
         }

@@ -103,7 +103,7 @@ pub fn request_cancel(state: &StateDir, id: &RunId) -> Result<(), Error> {
 
 fn wake_logged(state: &StateDir, id: &RunId) {
     if let Err(err) = wake(state, id) {
-        tracing::warn!(%id, "{err}; its supervisor was not signalled and sees the stop only when it next wakes");
+        tracing::warn!(%id, "{}; its supervisor was not signalled and sees the stop only when it next wakes", lnk_common::Causes(&err));
     }
 }
 

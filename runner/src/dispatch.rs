@@ -61,7 +61,7 @@ pub fn dispatch(toolbox: &Arc<Toolbox>, calls: &Arc<Calls>, writer: &Writer, cal
         let error = RpcError::new(
             id,
             protocol::INTERNAL_ERROR,
-            format!("no thread for the call: {err}"),
+            format!("no thread for the call: {}", lnk_common::Causes(&err)),
         );
         writer.send(&error.to_message());
     }

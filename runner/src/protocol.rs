@@ -156,7 +156,7 @@ pub fn parse(line: &[u8]) -> Result<Incoming, RpcError> {
             Err(RpcError::new(
                 Value::Null,
                 PARSE_ERROR,
-                format!("not JSON: {e}"),
+                format!("not JSON: {}", lnk_common::Causes(&e)),
             ))
         }
     }

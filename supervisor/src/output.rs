@@ -236,7 +236,7 @@ impl OutputFile {
         if gap.unstored {
             gap.unstored = false;
             if let Err(err) = record.store_with(state, Durability::Atomic) {
-                tracing::debug!(id = %record.id, "storing the counts of unwritten output: {err}");
+                tracing::debug!(id = %record.id, "storing the counts of unwritten output: {}", lnk_common::Causes(&err));
             }
         } else {
             gap.backoff = (gap.backoff * 2).min(MAX_BACKOFF);

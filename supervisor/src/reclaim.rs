@@ -113,7 +113,7 @@ pub fn kill_run(record: &Record) -> Reclaimed {
             return done;
         }
         Err(err) => {
-            tracing::warn!(id = %record.id, "{err}");
+            tracing::warn!(id = %record.id, "{}", lnk_common::Causes(&err));
             return done;
         }
     }
@@ -131,7 +131,7 @@ pub fn kill_run(record: &Record) -> Reclaimed {
             return done;
         }
         Err(err) => {
-            tracing::warn!(id = %record.id, "{err}");
+            tracing::warn!(id = %record.id, "{}", lnk_common::Causes(&err));
             return done;
         }
     };

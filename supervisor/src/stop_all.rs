@@ -52,7 +52,7 @@ pub fn remove(path: &Path) -> Result<()> {
         Ok(record) => sweep::remove_run(&state, &record, guard),
         Err(e) if e.is_not_found() => Ok(guard.remove()?),
         Err(e) => {
-            tracing::warn!(%id, "{e}; the record is removed without its output file");
+            tracing::warn!(%id, "{}; the record is removed without its output file", lnk_common::Causes(&e));
             remove_name(&state.record(id))?;
             Ok(guard.remove()?)
         }
@@ -119,7 +119,7 @@ fn take_start_lock(state: &StateDir) -> Result<StartLock> {
         Err(lnk_common::Error::LockTimeout { .. }) => {}
         Err(e @ (lnk_common::Error::Foreign { .. } | lnk_common::Error::NotRegularFile { .. })) => {
             // Not the user's regular file: damaged. Its name goes, and a new one is made.
-            tracing::warn!("{e}; it is replaced");
+            tracing::warn!("{}; it is replaced", lnk_common::Causes(&e));
             remove_name(&path)?;
             return StartLock::take_within(state, START_LOCK_WAIT)
                 .context("taking start.lock, so that no run starts meanwhile");

@@ -53,7 +53,7 @@ pub fn tell_if_due(state: &StateDir, record: &mut Record) {
     record.telling.attempts += 1;
     record.telling.last_attempt_at_ms = Some(UnixMs::now());
     if let Err(err) = record.store(state) {
-        tracing::error!(id = %record.id, "{err}; not telling, so as not to tell twice");
+        tracing::error!(id = %record.id, "{}; not telling, so as not to tell twice", lnk_common::Causes(&err));
         return;
     }
     lnk_common::index::file_end(state, record);
@@ -67,7 +67,7 @@ pub fn tell_if_due(state: &StateDir, record: &mut Record) {
             record.telling.told = false;
             match record.store(state) {
                 Ok(()) => lnk_common::index::file_end(state, record),
-                Err(err) => tracing::error!(id = %record.id, "{err}"),
+                Err(err) => tracing::error!(id = %record.id, "{}", lnk_common::Causes(&err)),
             }
         }
     }
@@ -82,7 +82,9 @@ pub fn tell(record: &Record) -> Outcome {
     let signature = match keyring::sign(&to.keyring, to.agent.as_str(), body.as_bytes()) {
         Ok(signature) => signature,
         // A bad keyring is a person's to fix; the run's end is recorded whatever happens here.
-        Err(err) => return Outcome::Unreachable(format!("cannot sign: {err}")),
+        Err(err) => {
+            return Outcome::Unreachable(format!("cannot sign: {}", lnk_common::Causes(&err)));
+        }
     };
     let line = json!({
         "jsonrpc": "2.0",
@@ -239,7 +241,7 @@ fn connect_within(socket: &Path, deadline: Instant) -> Result<UnixStream, String
 /// would then read every message. Refused, the run is not told now; later sweeps try again.
 fn check_listener(fd: &rustix::fd::OwnedFd) -> Result<(), String> {
     let peer = rustix::net::sockopt::socket_peercred(fd)
-        .map_err(|e| format!("cannot learn who listens on it: {e}"))?;
+        .map_err(|e| format!("cannot learn who listens on it: {}", lnk_common::Causes(&e)))?;
     let me = rustix::process::geteuid();
     if peer.uid == me || peer.uid.is_root() {
         Ok(())

@@ -20,7 +20,11 @@ pub fn foreground(sandbox: Pid) {
     }
     if let Err(err) = rustix::termios::tcsetpgrp(stdin, sandbox) {
         // Ctrl-C would then reach no one; the run goes on all the same.
-        let _ = writeln!(io::stderr(), "reaper: the terminal's foreground: {err}");
+        let _ = writeln!(
+            io::stderr(),
+            "reaper: the terminal's foreground: {}",
+            lnk_common::Causes(&err)
+        );
     }
     let _ = kill_process_group(sandbox, Signal::CONT);
 }

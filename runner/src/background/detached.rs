@@ -114,7 +114,10 @@ fn reap_soon(pid: i32, what: String) {
                 tracing::warn!("the {what} ended before it detached: {status:?}");
             }
             Ok(None) => {}
-            Err(err) => tracing::warn!("waiting for the {what} to detach: {err}"),
+            Err(err) => tracing::warn!(
+                "waiting for the {what} to detach: {}",
+                lnk_common::Causes(&err)
+            ),
         }
     };
     let reaper = std::thread::Builder::new().name("detaching".into());

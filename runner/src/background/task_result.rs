@@ -134,7 +134,10 @@ pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
         }
         Ok(Some(file)) => match ends(&file, config.output, (!lost).then_some(recorded)) {
             Ok((kept, len)) => (kept, len, None),
-            Err(e) => unread(format!("its output cannot be read: {e}")),
+            Err(e) => unread(format!(
+                "its output cannot be read: {}",
+                lnk_common::Causes(&e)
+            )),
         },
         Ok(None) => unread("its output file is gone".to_owned()),
         Err(e) => unread(format!("its output cannot be read: {e}")),

@@ -70,7 +70,10 @@ impl Waker {
             Ok(registration) => self.registration = Some(registration),
             // `background/` gone or not a folder: the next look says so; until then, a tick.
             Err(err) => {
-                tracing::debug!("a waiting read watches nothing: {err}");
+                tracing::debug!(
+                    "a waiting read watches nothing: {}",
+                    lnk_common::Causes(&err)
+                );
                 self.registration = None;
             }
         }

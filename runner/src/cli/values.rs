@@ -4,8 +4,12 @@ use std::time::Duration;
 
 /// A duration above zero: `500ms`, `30s`, `2m`, `1h`.
 pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text)
-        .map_err(|e| format!("`{text}` is not a duration like 500ms, 30s, 2m or 1h ({e})"))?;
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        format!(
+            "`{text}` is not a duration like 500ms, 30s, 2m or 1h ({})",
+            lnk_common::Causes(&e)
+        )
+    })?;
     if duration.is_zero() {
         return Err(format!("`{text}` is zero; give a duration above zero"));
     }
@@ -14,8 +18,12 @@ pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// A size above zero: `65536`, `64KiB`, `1MiB`.
 pub(super) fn parse_bytes(text: &str) -> Result<u64, String> {
-    let bytes = parse_size::parse_size(text)
-        .map_err(|e| format!("`{text}` is not a size like 65536, 64KiB or 1MiB ({e})"))?;
+    let bytes = parse_size::parse_size(text).map_err(|e| {
+        format!(
+            "`{text}` is not a size like 65536, 64KiB or 1MiB ({})",
+            lnk_common::Causes(&e)
+        )
+    })?;
     if bytes == 0 {
         return Err(format!("`{text}` is zero; give a size above zero"));
     }

@@ -48,9 +48,12 @@ fn table(entry: &CodexEntry) -> Table {
 /// `text` (empty: a new file) with the entry merged in; an entry of the same name is replaced
 /// only with `force`.
 pub fn merge(text: &str, entry: &CodexEntry, force: bool) -> Result<String, EditError> {
-    let mut doc: DocumentMut = text
-        .parse()
-        .map_err(|err| EditError::Malformed(format!("the file is not TOML: {err}")))?;
+    let mut doc: DocumentMut = text.parse().map_err(|err| {
+        EditError::Malformed(format!(
+            "the file is not TOML: {}",
+            lnk_common::Causes(&err)
+        ))
+    })?;
     let servers = doc
         .entry("mcp_servers")
         .or_insert_with(|| {

@@ -73,7 +73,12 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
         warnings.extend(found);
     }
     let command = std::env::current_exe()
-        .map_err(|err| format!("cannot find this lnk-link-run's own path: {err}"))?
+        .map_err(|err| {
+            format!(
+                "cannot find this lnk-link-run's own path: {}",
+                lnk_common::Causes(&err)
+            )
+        })?
         .into_os_string()
         .into_string()
         .map_err(|p| format!("{} is not UTF-8", p.to_string_lossy()))?;
@@ -225,7 +230,7 @@ fn speak(out: &str, err: &str) -> Result<ExitCode, String> {
     stdout
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(|e| format!("cannot write to stdout: {e}"))?;
+        .map_err(|e| format!("cannot write to stdout: {}", lnk_common::Causes(&e)))?;
     // The notes are for a person; a closed stderr loses nothing the host needs.
     let _ = std::io::stderr().lock().write_all(err.as_bytes());
     Ok(ExitCode::SUCCESS)

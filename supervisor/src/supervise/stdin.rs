@@ -132,7 +132,10 @@ impl RunStdin {
                 }
                 Ok(None) => return,
                 Err(err) => {
-                    tracing::warn!("accepting on the stdin channel: {err}");
+                    tracing::warn!(
+                        "accepting on the stdin channel: {}",
+                        lnk_common::Causes(&err)
+                    );
                     return;
                 }
             }
@@ -203,7 +206,7 @@ impl RunStdin {
                     return Reply::ProgramClosed;
                 }
                 Err(err) => {
-                    tracing::warn!("writing to the run's stdin: {err}");
+                    tracing::warn!("writing to the run's stdin: {}", lnk_common::Causes(&err));
                     return Reply::Full {
                         taken: taken as u64,
                     };

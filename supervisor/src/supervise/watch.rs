@@ -237,7 +237,7 @@ impl Run<'_> {
         // The gate holds the run whatever happens to this write; a sweep after a crash of
         // both would find less.
         if let Err(err) = self.record.store(self.state) {
-            tracing::warn!(id = %self.record.id, "recording the sandbox's group: {err}");
+            tracing::warn!(id = %self.record.id, "recording the sandbox's group: {}", lnk_common::Causes(&err));
         }
     }
 
