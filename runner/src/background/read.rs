@@ -153,69 +153,109 @@ fn wait_for(
     };
     // Where the search for `until` goes on from.
     let mut search = start;
-    let mut time_up = false;
+    let mut phase = Phase::Searching;
     loop {
         if control.is_cancelled() {
             return Ok(None);
         }
-        let look = read_bytes(state, id, Some(search), SEARCH_CHUNK)?;
-        let running = look.record.status.is_running();
-        let cap = look.record.launch.limits.output_cap_bytes.max(SEARCH_CHUNK);
-        let end = look.from + look.bytes.len() as u64;
-        let mut searched_all = end >= look.file_end;
-        let found = match &wait.until {
-            Some(until) => match find(&look.bytes, until) {
-                Some(at) => Some(look.from + at as u64),
-                None => {
-                    // A match may straddle what was read and what comes next; and a pass
-                    // never goes back further than the cap from the file's end.
-                    let overlap = until.len().saturating_sub(1) as u64;
-                    let next = end.saturating_sub(overlap).max(search);
-                    search = next.max(look.file_end.saturating_sub(cap)).max(start);
-                    if !searched_all && next <= look.from {
-                        searched_all = true;
-                    }
-                    None
-                }
-            },
-            None => (look.file_end > start).then_some(start),
-        };
-        if let Some(at) = found {
+        let look = look_once(state, id, start, search, wait)?;
+        search = look.next_search;
+        if let Some(at) = look.found {
             let matched = wait.until.is_some().then_some(at);
             return Ok(Some(waited(began, matched)));
         }
-        if (!running || time_up) && searched_all {
-            return Ok(Some(waited(began, None)));
-        }
-        if Instant::now() >= deadline {
-            time_up = true;
-            if !searched_all {
-                // The time is up in the middle of a pass: what was not searched stays so.
+        phase = match phase {
+            // A pass that reached the end after the time was up, or once the run ended, is
+            // the last one.
+            _ if look.searched_all && (!look.running || phase == Phase::LastPass) => {
                 return Ok(Some(waited(began, None)));
             }
-            continue;
-        }
-        if !searched_all {
-            continue;
-        }
-        let slept = match waker.as_mut() {
-            Some(waker) => waker.sleep(control, deadline),
-            None => {
-                // Armed only now: look once more before sleeping.
-                waker = Some(Waker::new(
-                    &look.record.launch.files.join("background"),
-                    state.path(),
-                    id,
-                ));
-                Slept::Changed
+            // The time is up in the middle of a pass: what was not searched stays so.
+            _ if Instant::now() >= deadline && !look.searched_all => {
+                return Ok(Some(waited(began, None)));
+            }
+            _ if Instant::now() >= deadline => Phase::LastPass,
+            _ if !look.searched_all => Phase::Searching,
+            _ => {
+                let slept = match waker.as_mut() {
+                    Some(waker) => waker.sleep(control, deadline),
+                    None => {
+                        // Armed only now: look once more before sleeping.
+                        waker = Some(Waker::new(&look.output_dir, state.path(), id));
+                        Slept::Changed
+                    }
+                };
+                match slept {
+                    Slept::Cancelled => return Ok(None),
+                    Slept::TimeUp => Phase::LastPass,
+                    Slept::Changed => Phase::Searching,
+                }
             }
         };
-        match slept {
-            Slept::Cancelled => return Ok(None),
-            Slept::TimeUp => time_up = true,
-            Slept::Changed => {}
-        }
     }
+}
+
+/// Where a waiting read stands between two looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Looking through the output, a chunk at a time, or again after it changed.
+    Searching,
+    /// The time is up: one last pass through what is there, then the answer.
+    LastPass,
+}
+
+/// What one look at the output found.
+struct Look {
+    /// Where what was waited for starts, if it was found.
+    found: Option<u64>,
+    /// Whether the look reached the end of the file (so a pass is over).
+    searched_all: bool,
+    /// Whether the run was still running.
+    running: bool,
+    /// Where the next look goes on from.
+    next_search: u64,
+    /// The run's output folder, for the watch.
+    output_dir: std::path::PathBuf,
+}
+
+/// Reads a chunk of the output from `search` and looks in it for what `wait` waits for:
+/// output past `start`, or its `until` text.
+fn look_once(
+    state: &StateDir,
+    id: &RunId,
+    start: u64,
+    search: u64,
+    wait: &Wait,
+) -> Result<Look, Answer> {
+    let look = read_bytes(state, id, Some(search), SEARCH_CHUNK)?;
+    let cap = look.record.launch.limits.output_cap_bytes.max(SEARCH_CHUNK);
+    let end = look.from + look.bytes.len() as u64;
+    let mut searched_all = end >= look.file_end;
+    let mut next_search = search;
+    let found = match &wait.until {
+        Some(until) => match find(&look.bytes, until) {
+            Some(at) => Some(look.from + at as u64),
+            None => {
+                // A match may straddle what was read and what comes next; and a pass never
+                // goes back further than the cap from the file's end.
+                let overlap = until.len().saturating_sub(1) as u64;
+                let next = end.saturating_sub(overlap).max(search);
+                next_search = next.max(look.file_end.saturating_sub(cap)).max(start);
+                if !searched_all && next <= look.from {
+                    searched_all = true;
+                }
+                None
+            }
+        },
+        None => (look.file_end > start).then_some(start),
+    };
+    Ok(Look {
+        found,
+        searched_all,
+        running: look.record.status.is_running(),
+        next_search,
+        output_dir: look.record.launch.files.join("background"),
+    })
 }
 
 fn waited(began: Instant, match_offset: Option<u64>) -> Waited {
