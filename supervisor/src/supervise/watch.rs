@@ -48,6 +48,17 @@ pub enum Ending {
     Lost,
 }
 
+/// Where the watch stands with the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The run goes on (or its program ended and the gate kills what it left).
+    Running,
+    /// The gate was asked to stop the run at `since`.
+    Stopping { since: Instant },
+    /// The gate did not end in time after it was asked to, and was killed.
+    GateKilled,
+}
+
 /// What the watch saw.
 #[derive(Debug)]
 pub struct Watched {
@@ -83,50 +94,19 @@ impl Run<'_> {
             exit: None,
             failure: None,
         };
-        let mut stop_sent: Option<Instant> = None;
-        let mut gate_killed = false;
+        let mut phase = Phase::Running;
         // A stop asked before the record named this supervisor (so before it could be
         // signalled) is looked for once.
         let mut stop_maybe = true;
         while !self.gate.reports.ended() {
-            let now = Instant::now();
             // Read every time, so that a pending signal (a child's end too) never leaves the
             // descriptor readable for the next poll.
             let quit = self.quit.asked();
-            if stop_sent.is_none() {
-                let asked = if quit {
-                    Some(Ending::Lost)
-                } else if seen.exit.is_none() && now >= self.deadline {
-                    Some(Ending::TimedOut)
-                } else if stop_maybe && lnk_common::stop::requested(self.state, &self.record.id)? {
-                    Some(Ending::Stopped)
-                } else {
-                    None
-                };
-                stop_maybe = false;
-                if let Some(why) = asked {
-                    // After the program's own end, a stop only kills its leftovers sooner.
-                    if seen.exit.is_none() {
-                        seen.ending = why;
-                    }
-                    tracing::info!(id = %self.record.id, ?why, "stopping the run");
-                    self.gate.stop();
-                    stop_sent = Some(now);
-                }
-            }
-            let stuck_at = stop_sent.map(|at| at + RUN_STOP_GRACE + GATE_STUCK);
-            if let Some(at) = stuck_at
-                && !gate_killed
-                && now >= at
-            {
-                tracing::warn!(id = %self.record.id, "the gate did not end after it was asked to; killing it");
-                self.gate.kill();
-                gate_killed = true;
-            }
-            let wake_at = match (stop_sent, seen.exit) {
-                (None, None) => Some(self.deadline),
-                _ if !gate_killed => stuck_at,
-                _ => None,
+            phase = self.next_phase(phase, quit, &mut stop_maybe, &mut seen)?;
+            let wake_at = match (phase, seen.exit) {
+                (Phase::Running, None) => Some(self.deadline),
+                (Phase::Running, Some(_)) | (Phase::GateKilled, _) => None,
+                (Phase::Stopping { since }, _) => Some(since + RUN_STOP_GRACE + GATE_STUCK),
             };
             // Output dropped for want of room: its counts stored, and room looked for again.
             let wake_at = match (wake_at, self.output.due()) {
@@ -179,6 +159,51 @@ impl Run<'_> {
         }
         self.read_rest(&mut pipe, &mut buf)?;
         Ok(seen)
+    }
+
+    /// The watch's next phase: a stop asked (by the deadline, `<id>.stop` or a quit) is sent
+    /// to the gate once; a gate that does not end in time after it is killed.
+    fn next_phase(
+        &mut self,
+        phase: Phase,
+        quit: bool,
+        stop_maybe: &mut bool,
+        seen: &mut Watched,
+    ) -> Result<Phase> {
+        let now = Instant::now();
+        Ok(match phase {
+            Phase::Running => {
+                let asked = if quit {
+                    Some(Ending::Lost)
+                } else if seen.exit.is_none() && now >= self.deadline {
+                    Some(Ending::TimedOut)
+                } else if *stop_maybe && lnk_common::stop::requested(self.state, &self.record.id)? {
+                    Some(Ending::Stopped)
+                } else {
+                    None
+                };
+                *stop_maybe = false;
+                match asked {
+                    Some(why) => {
+                        // After the program's own end, a stop only kills its leftovers
+                        // sooner.
+                        if seen.exit.is_none() {
+                            seen.ending = why;
+                        }
+                        tracing::info!(id = %self.record.id, ?why, "stopping the run");
+                        self.gate.stop();
+                        Phase::Stopping { since: now }
+                    }
+                    None => Phase::Running,
+                }
+            }
+            Phase::Stopping { since } if now >= since + RUN_STOP_GRACE + GATE_STUCK => {
+                tracing::warn!(id = %self.record.id, "the gate did not end after it was asked to; killing it");
+                self.gate.kill();
+                Phase::GateKilled
+            }
+            other => other,
+        })
     }
 
     /// One report of the gate's.
