@@ -9,7 +9,7 @@ use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use lnk_common::strays;
 
-use crate::sweep::{Report, Tidy, sweep_one};
+use crate::sweep_one::{Report, Tidy, sweep_one};
 
 /// Looks at the folder's top level if it changed since the last look.
 pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
