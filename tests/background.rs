@@ -31,7 +31,7 @@ mod sandbox;
 mod serve;
 
 /// The tests' own support: the background flags, the tools, records, groups and descriptors.
-#[path = "background/runs.rs"]
+#[path = "support/runs.rs"]
 mod runs;
 
 /// The caps: `--background` under racing starts, `--background-timeout`,

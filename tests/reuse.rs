@@ -28,7 +28,7 @@ mod serve;
 
 /// The background tests' support: flags, tools, records, groups.
 #[allow(dead_code)]
-#[path = "background/runs.rs"]
+#[path = "support/runs.rs"]
 mod runs;
 
 /// The test itself.

@@ -24,7 +24,7 @@ mod serve;
 
 /// Background runs' support, shared with `tests/background.rs`.
 #[allow(dead_code)]
-#[path = "background/runs.rs"]
+#[path = "support/runs.rs"]
 mod runs;
 
 /// The sandbox check: `lnk-link-run check`, serve's refusals and warnings.

@@ -31,7 +31,7 @@ mod serve;
 /// Background runs' support (the state folder beside `files/`, the tools, the records, the
 /// cleanup guard), shared with `tests/background.rs`.
 #[allow(dead_code)]
-#[path = "background/runs.rs"]
+#[path = "support/runs.rs"]
 mod runs;
 
 /// The tests' side of the state folder: a keyring, `sweep`/`stop`/`remove`, records edited
