@@ -13,27 +13,6 @@
 //! root builds both).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The shared support: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/containment.rs"]
-mod containment;
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// The tests' own support: the background flags, the tools, records, groups and descriptors.
-#[path = "support/runs.rs"]
-mod runs;
-
 /// The caps: `--background` under racing starts, `--background-timeout`,
 /// `--background-output` with rotation, and the refusals (no thread, `--hops`).
 #[path = "background/caps.rs"]

@@ -8,20 +8,6 @@
 //! target folder: `cargo test` from the root, or `cargo build -p lnk-link-run` first).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// Shared with the background tests: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/containment.rs"]
-mod containment;
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[path = "support/serve.rs"]
-mod serve;
-
 /// Containment (issues 10 and 12): nothing of a call outlives it, however its processes leave
 /// its group, and a call killed at any step of its start leaves nothing.
 #[path = "command/containment.rs"]

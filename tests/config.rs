@@ -9,19 +9,6 @@
 //! halves skip without `bwrap`, and fail then with `LNK_REQUIRE_SANDBOX=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procs.rs"]
-#[allow(dead_code)]
-mod procs;
-#[path = "support/readme.rs"]
-#[allow(dead_code)]
-mod readme;
-#[path = "support/sandbox.rs"]
-#[allow(unused)]
-mod sandbox;
-#[path = "support/serve.rs"]
-#[allow(dead_code)]
-mod serve;
-
 /// A private HOME, serve's flags as a person types them, and starting an entry as a host does.
 #[path = "config/home.rs"]
 mod home;
@@ -38,7 +25,8 @@ mod write;
 use crate::home::{
     HOSTS, Home, assert_host_settings, flags, passthrough, printed_entry, start_entry, strings,
 };
-use crate::sandbox::{Sandbox, path_str};
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::{readme, serve};
 use std::path::PathBuf;
 
 #[test]

@@ -20,19 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
+use lnk_tests::bins::target_dir;
+use lnk_tests::readme;
 
 /// The whole script (three eras) must end well within this; it bounds each era at 90 s itself.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(360);
-
-/// `target/<profile>/`: the test executable is `target/<profile>/deps/conformance-<hash>`.
-fn binaries_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("target/<profile>/deps");
-    deps.parent().expect("target/<profile>").to_path_buf()
-}
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -98,7 +90,7 @@ fn run_script(
     trace: Option<&Path>,
 ) -> (bool, String, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/sdk_client.py");
-    let serve = binaries_dir().join("lnk-link-run");
+    let serve = target_dir().join("lnk-link-run");
     assert!(
         serve.is_file(),
         "{} is missing: cargo test builds it",
@@ -231,7 +223,7 @@ fn conform(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>
 
 #[test]
 fn sdk_client_without_sandbox() {
-    let passthrough = binaries_dir().join("lnk-test-passthrough");
+    let passthrough = target_dir().join("lnk-test-passthrough");
     assert!(
         passthrough.is_file(),
         "{} is missing: cargo test builds it",

@@ -11,27 +11,15 @@
 //! unless `LNK_REQUIRE_SANDBOX=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procs.rs"]
-#[allow(dead_code)]
-mod procs;
-#[path = "support/readme.rs"]
-#[allow(dead_code)]
-mod readme;
-#[path = "support/sandbox.rs"]
-#[allow(unused)]
-mod sandbox;
-#[path = "support/serve.rs"]
-#[allow(dead_code)]
-mod serve;
-
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::sandbox::Sandbox;
-use crate::serve::{Era, Serve};
+use lnk_tests::sandbox::Sandbox;
+use lnk_tests::serve::{self, Era, Serve};
+use lnk_tests::{procs, readme, sandbox};
 
 /// The home every README entry is written for.
 const PLACEHOLDER_HOME: &str = "/home/me";

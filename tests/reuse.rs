@@ -13,24 +13,6 @@
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test reuse`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// The background tests' support: flags, tools, records, groups.
-#[allow(dead_code)]
-#[path = "support/runs.rs"]
-mod runs;
-
 /// The test itself.
 #[path = "reuse/daemon.rs"]
 mod daemon;

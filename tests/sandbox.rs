@@ -8,25 +8,6 @@
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test sandbox`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The shared support: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// Background runs' support, shared with `tests/background.rs`.
-#[allow(dead_code)]
-#[path = "support/runs.rs"]
-mod runs;
-
 /// The sandbox check: `lnk-link-run check`, serve's refusals and warnings.
 #[path = "sandbox/check.rs"]
 mod check;

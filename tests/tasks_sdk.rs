@@ -35,9 +35,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
+use lnk_tests::bins::target_dir;
+use lnk_tests::readme;
 
 /// npm may download Node itself on a fresh machine.
 const INSTALL_DEADLINE: Duration = Duration::from_secs(900);
@@ -49,13 +48,6 @@ const GONE_WITHIN: Duration = Duration::from_secs(15);
 const BACKGROUND_TIMEOUT: &str = "5m";
 const BACKGROUND_KEEP: &str = "1h";
 const TTL_MS: u64 = (5 * 60 + 60 * 60) * 1000;
-
-/// `target/<profile>/`: the test executable is `target/<profile>/deps/tasks_sdk-<hash>`.
-fn binaries_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("target/<profile>/deps");
-    deps.parent().expect("target/<profile>").to_path_buf()
-}
 
 fn here() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -213,7 +205,7 @@ fn leave_nothing(folder: &str, argument: &str, state: &Path) -> Vec<(i32, String
             return left;
         }
         if Instant::now() > deadline {
-            let supervise = binaries_dir().join("lnk-link-supervise");
+            let supervise = target_dir().join("lnk-link-supervise");
             let _ = run(
                 Command::new(&supervise)
                     .arg("stop")
@@ -238,7 +230,7 @@ fn tasks(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) 
         Ok(client) => client,
         Err(why) => return skip("LNK_REQUIRE_SDK", &why),
     };
-    let serve = binaries_dir().join("lnk-link-run");
+    let serve = target_dir().join("lnk-link-run");
     assert!(
         serve.is_file(),
         "{} is missing: cargo test builds it",
@@ -310,7 +302,7 @@ fn tasks(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) 
 
 #[test]
 fn tasks_sdk_without_sandbox() {
-    let passthrough = binaries_dir().join("lnk-test-passthrough");
+    let passthrough = target_dir().join("lnk-test-passthrough");
     assert!(
         passthrough.is_file(),
         "{} is missing: cargo test builds it",

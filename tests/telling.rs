@@ -14,26 +14,6 @@
 //! root builds both).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The shared support: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// Background runs' support (the state folder beside `files/`, the tools, the records, the
-/// cleanup guard), shared with `tests/background.rs`.
-#[allow(dead_code)]
-#[path = "support/runs.rs"]
-mod runs;
-
 /// The tests' side of the state folder: a keyring, `sweep`/`stop`/`remove`, records edited
 /// under their lock, decoy processes.
 #[path = "telling/disk.rs"]

@@ -11,16 +11,17 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::json;
 
-use crate::containment::{
-    PROCS, escaping, escaping_with_trap, every_sandbox, reapers, wait_escaped, wait_file,
+use lnk_tests::bins::procs;
+use lnk_tests::containment::{
+    escaping, escaping_with_trap, every_sandbox, reapers, wait_escaped, wait_file,
 };
-use crate::procs::{alive, wait_dead, wait_for_role, wait_gone, with_marker};
-use crate::runs::{
+use lnk_tests::procs::{alive, wait_dead, wait_for_role, wait_gone, with_marker};
+use lnk_tests::runs::{
     Bg, Flags, link_supervise, listed, procs_args, signal, sleeps, start, stop, stopped_run,
     wait_ended, wait_supervisor,
 };
-use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::ANSWER;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::ANSWER;
 
 every_sandbox!(
     escapes_die_at_the_runs_end,
@@ -266,7 +267,7 @@ fn orphans_are_reaped_as_they_die(sandbox: Sandbox) {
     let mark = bg.marker();
     let script = r#"for i in 1 2 3 4 5 6 7 8 9 10; do ( setsid true & ); done
         exec "$1" linger "$2" 120"#;
-    let procs = crate::runs::PROCS;
+    let procs = procs();
     let id = start(
         &mut serve,
         json!({"program": "sh", "args": ["-c", script, "sh", procs, &mark]}),
@@ -387,7 +388,7 @@ fn a_gate_stopped_by_its_program_still_ends_the_run_at_its_timeout() {
     let script = r#"kill -STOP $PPID; exec "$0" linger "$1" 60"#;
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", script, PROCS, mark]}),
+        json!({"program": "sh", "args": ["-c", script, procs(), mark]}),
     );
     let run = wait_ended(&mut serve, &id, ANSWER);
     assert_eq!(run["state"], "timed_out", "{run}");

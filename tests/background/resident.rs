@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::containment::PROCS;
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
+use lnk_tests::bins::procs;
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::runs::{
     Bg, Flags, poll, proc_field, procs_args, sleeps, start, stop, stopped_run, wait_supervisor,
 };
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::ANSWER;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
 
 both_sandboxes!(
     an_idle_supervisor_and_gate_give_back_their_code_pages,
@@ -76,7 +76,8 @@ fn a_run_that_printed_then_went_quiet_gives_them_back_once(sandbox: Sandbox) {
     // shell too, and not only what it execs.
     let script = format!(
         "seq 1 20000; echo printed; while [ ! -e go-on ]; do sleep 0.1; done; \
-         echo again; exec '{PROCS}' linger \"$1\" 120"
+         echo again; exec '{}' linger \"$1\" 120",
+        procs()
     );
     let id = start(
         &mut serve,

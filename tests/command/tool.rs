@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::{Setup, assert_streams_match_the_text, is_error, ran, text};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::{Setup, assert_streams_match_the_text, is_error, ran, text};
 
 both_sandboxes!(
     describes_programs_and_limits,
@@ -288,7 +288,7 @@ fn resolves_programs_on_path_in_order(sandbox: Sandbox) {
 }
 
 /// The working folder `pwd` reports for a call with this `dir`.
-fn pwd_in(serve: &mut crate::serve::Serve, dir: Option<&str>) -> String {
+fn pwd_in(serve: &mut lnk_tests::serve::Serve, dir: Option<&str>) -> String {
     let mut arguments = json!({"program": "pwd"});
     if let Some(dir) = dir {
         arguments["dir"] = json!(dir);
@@ -467,7 +467,7 @@ fn input_held_at_once_is_bounded() {
     let input = "i".repeat(15 * 1024 * 1024);
     // Each request's line is written as it is: serializing 15 MiB in a debug build would be
     // the slowest part of the test.
-    let send = |serve: &mut crate::serve::Serve, script: &str| {
+    let send = |serve: &mut lnk_tests::serve::Serve, script: &str| {
         let id = serve.fresh_id();
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"command","arguments":{{"program":"sh","args":["-c","{script}"],"input":"{input}"}}}}}}"#

@@ -9,8 +9,8 @@ use std::time::Duration;
 use assert_cmd::Command;
 use serde_json::{Value, json};
 
-use crate::sandbox::path_str;
-use crate::serve::{self, Era, Serve};
+use lnk_tests::sandbox::path_str;
+use lnk_tests::serve::{self, Era, Serve};
 
 pub const HOSTS: [&str; 5] = ["claude-code", "codex", "gemini", "claude-desktop", "vscode"];
 /// A file the entry's `ls` must show: proof that the call ran in the agent's folder.
@@ -198,5 +198,5 @@ pub fn start_entry(entry: &Value, place: &str) {
         serve.stderr()
     );
     let state = &args[args.iter().position(|a| a == "--state").unwrap() + 1];
-    crate::procs::wait_gone(state, Duration::from_secs(10));
+    lnk_tests::procs::wait_gone(state, Duration::from_secs(10));
 }

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
-use crate::procs::{alive, wait_dead, wait_for_role, with_marker};
-use crate::runs::{Bg, Flags, PROCS, link_supervise, procs_args, signal, start, wait_supervisor};
-use crate::sandbox::{Sandbox, both_sandboxes, path_str, say_skipped};
-use crate::serve::ANSWER;
+use lnk_tests::bins::procs;
+use lnk_tests::procs::{alive, wait_dead, wait_for_role, with_marker};
+use lnk_tests::runs::{Bg, Flags, link_supervise, procs_args, signal, start, wait_supervisor};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str, say_skipped};
+use lnk_tests::serve::ANSWER;
 
 both_sandboxes!(a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse);
 
@@ -132,7 +133,7 @@ fn a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse(sandbox: S
         signal(program.pid, Signal::KILL);
     }
     let serve_pid = serve.pid();
-    let settled = crate::runs::poll(ANSWER, || {
+    let settled = lnk_tests::runs::poll(ANSWER, || {
         for child in my_children(&[serve_pid]) {
             signal(child, Signal::KILL);
             reap(child);
@@ -149,7 +150,7 @@ fn a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse(sandbox: S
                 "sh",
                 "-c",
                 "\"$0\" linger \"$1\" 300 & exit 0",
-                PROCS,
+                &procs(),
                 &mark2,
             ])
             .stdin(Stdio::null())

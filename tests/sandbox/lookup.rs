@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::runs::{Bg, Flags, start, wait_ended};
-use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::{Setup, ran, text};
+use lnk_tests::runs::{Bg, Flags, start, wait_ended};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::{Setup, ran, text};
 
 both_sandboxes!(
     a_call_never_runs_the_agents_sandbox,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::runs::{Bg, Flags, start, wait_ended};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{Setup, ran, text};
+use lnk_tests::runs::{Bg, Flags, start, wait_ended};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{Setup, ran, text};
 
 both_sandboxes!(
     a_call_starts_with_no_signal_blocked_or_ignored,

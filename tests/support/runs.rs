@@ -19,12 +19,6 @@ pub const THREAD: &str = "th-tests";
 /// How long a tool that must answer promptly (even facing a hostile files folder) may take.
 pub const PROMPT: Duration = Duration::from_secs(10);
 
-/// The `lnk-test-procs` helper (absolute; visible in both sandboxes).
-pub const PROCS: &str = env!("CARGO_BIN_EXE_lnk-test-procs");
-
-/// The `lnk-test-write` helper (absolute; visible in both sandboxes).
-pub const WRITE: &str = env!("CARGO_BIN_EXE_lnk-test-write");
-
 /// The background flags of a `serve`.
 #[derive(Clone, Copy, Debug)]
 pub struct Flags {

@@ -28,9 +28,7 @@ impl Sandbox {
     pub fn argv(self, files: &Path, visible: &[PathBuf]) -> Vec<String> {
         match self {
             // No trailing `--`: the runner adds one before the program.
-            Sandbox::Passthrough => vec![path_str(Path::new(env!(
-                "CARGO_BIN_EXE_lnk-test-passthrough"
-            )))],
+            Sandbox::Passthrough => vec![path_str(&crate::bins::passthrough())],
             // A trailing `--`, as people write it: the runner must not add another.
             Sandbox::Bwrap => {
                 let mut argv = bwrap_line(files, visible);
@@ -141,6 +139,7 @@ pub fn path_str(path: &Path) -> String {
 
 /// Makes, for each named test body `fn name(sandbox: Sandbox)`, a module `name` with two tests,
 /// `name::passthrough` and `name::bwrap`.
+#[macro_export]
 macro_rules! both_sandboxes {
     ($($name:ident),+ $(,)?) => {
         $(
@@ -162,7 +161,7 @@ macro_rules! both_sandboxes {
         )+
     };
 }
-pub(crate) use both_sandboxes;
+pub use crate::both_sandboxes;
 
 /// Says on the terminal that a test was skipped, and why. `eprintln!` would be captured with the
 /// test's output and shown only if it failed; a write to the stderr handle is not captured, so

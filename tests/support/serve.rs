@@ -33,12 +33,7 @@ pub const PROGRAMS: &[&str] = &[
 
 /// The `lnk-link-run` binary, beside this test's `deps/` folder in `target/<profile>/`.
 pub fn link_run() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_else(|err| panic!("no current exe: {err}"));
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|dir| dir.join("lnk-link-run"))
-        .unwrap_or_else(|| panic!("no target folder above {exe:?}"));
+    let bin = crate::bins::target_dir().join("lnk-link-run");
     assert!(
         bin.is_file(),
         "{bin:?} is missing: run `cargo build -p lnk-link-run` (or `cargo test` from the root)"
@@ -48,10 +43,7 @@ pub fn link_run() -> PathBuf {
 
 /// The folder of this package's helper binaries (`lnk-test-procs`, `lnk-test-write`).
 pub fn helpers_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_lnk-test-procs"))
-        .parent()
-        .unwrap_or_else(|| panic!("helper binary without a folder"))
-        .to_path_buf()
+    crate::bins::target_dir()
 }
 
 /// A test's own temporary folder, with `files/` in it, and the sandbox its calls use.
@@ -68,11 +60,11 @@ impl Setup {
     /// Makes the folder under cargo's target tmp folder, so it lies outside `/tmp` (which
     /// bubblewrap replaces with an empty tmpfs) and programs in it stay visible in the sandbox.
     pub fn new(sandbox: Sandbox) -> Self {
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(base).unwrap_or_else(|err| panic!("creating {base:?}: {err}"));
+        let base = crate::bins::target_tmp();
+        std::fs::create_dir_all(&base).unwrap_or_else(|err| panic!("creating {base:?}: {err}"));
         let root = tempfile::Builder::new()
             .prefix("command-")
-            .tempdir_in(base)
+            .tempdir_in(&base)
             .unwrap_or_else(|err| panic!("creating a temporary folder: {err}"));
         let files = root.path().join("files");
         std::fs::create_dir(&files).unwrap_or_else(|err| panic!("creating {files:?}: {err}"));
@@ -98,7 +90,6 @@ impl Setup {
 
     /// The sandbox argv for `--files` = `files`: the helpers are visible in it, and nothing
     /// else of the test's folder (its state folder and keyring least of all).
-    #[allow(dead_code)]
     pub fn sandbox_argv(&self, files: &Path) -> Vec<String> {
         self.sandbox_argv_with(files, &[])
     }
@@ -162,7 +153,6 @@ pub struct ServeBuilder<'a> {
 
 impl ServeBuilder<'_> {
     /// The sandbox prefix after `--`, instead of the setup's.
-    #[allow(dead_code)]
     pub fn sandbox(mut self, argv: Vec<String>) -> Self {
         self.sandbox = Some(argv);
         self
@@ -170,7 +160,6 @@ impl ServeBuilder<'_> {
 
     /// A folder of the test's the sandboxed programs must see (read-only), such as a
     /// `--programs-path` folder of its own.
-    #[allow(dead_code)]
     pub fn visible(mut self, path: &Path) -> Self {
         self.visible.push(path.to_path_buf());
         self
@@ -178,27 +167,23 @@ impl ServeBuilder<'_> {
 
     /// Runs serve as this user (and group of the same number), with no other groups; the tests
     /// run as root, so this is how they run serve as an ordinary user (`nobody`).
-    #[allow(dead_code)]
     pub fn run_as(mut self, uid: u32) -> Self {
         self.user = Some(uid);
         self
     }
 
     /// The folder serve starts in (hosts often start it in the agent's folder).
-    #[allow(dead_code)]
     pub fn current_dir(mut self, dir: &Path) -> Self {
         self.current_dir = Some(dir.to_path_buf());
         self
     }
 
     /// The variables added to serve's environment.
-    #[allow(dead_code)]
     pub fn envs(&self) -> &[(String, OsString)] {
         &self.env
     }
 
     /// One more variable in serve's environment.
-    #[allow(dead_code)]
     pub fn env(mut self, name: &str, value: impl Into<OsString>) -> Self {
         self.env.push((name.to_owned(), value.into()));
         self
@@ -308,7 +293,6 @@ impl ServeBuilder<'_> {
 
     /// As [`ServeBuilder::start`], with more variables in the server's environment (test hooks
     /// such as `LNK_SUPERVISE_HOLD_GATE`, which only some test binaries use).
-    #[allow(dead_code)]
     pub fn start_env(&self, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
         let mut serve = self.spawn_env(envs);
         if let Era::Legacy(version) = self.era {

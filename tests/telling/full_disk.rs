@@ -17,11 +17,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::disk::Tell;
-use crate::runs::{
+use lnk_tests::runs::{
     Flags, listed, meta, poll, read_ok, sigkill, start, tool, wait_no_supervisor, wait_supervisor,
 };
-use crate::sandbox::{Sandbox, say_skipped};
-use crate::serve::{ANSWER, is_error, text};
+use lnk_tests::sandbox::{Sandbox, say_skipped};
+use lnk_tests::serve::{ANSWER, is_error, text};
 
 /// A tmpfs mounted on a folder, unmounted when dropped.
 struct Tmpfs {
@@ -92,20 +92,20 @@ fn wait_log_says_full(t: &Tell, id: &str) -> String {
 
 /// `tasks/get` of run `id` (a 2026-07-28 request that declares the Tasks extension, which a
 /// handshake session may send too): the task.
-fn task(serve: &mut crate::serve::Serve, id: &str) -> Value {
+fn task(serve: &mut lnk_tests::serve::Serve, id: &str) -> Value {
     let request = serve.fresh_id();
-    let mut meta = crate::serve::modern_meta();
+    let mut meta = lnk_tests::serve::modern_meta();
     meta["io.modelcontextprotocol/clientCapabilities"] =
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
     serve.send(
         &json!({"jsonrpc": "2.0", "id": request, "method": "tasks/get",
                        "params": {"taskId": id, "_meta": meta}}),
     );
-    crate::serve::ok(&serve.response(&json!(request), ANSWER))
+    lnk_tests::serve::ok(&serve.response(&json!(request), ANSWER))
 }
 
 /// `list`, `read` and the run's task show the same bytes of `id`: `done\n`.
-fn list_and_read_agree(serve: &mut crate::serve::Serve, id: &str) {
+fn list_and_read_agree(serve: &mut lnk_tests::serve::Serve, id: &str) {
     let run = listed(serve, id);
     let (bytes, value) = read_ok(serve, json!({"id": id}));
     assert_eq!(bytes, "done\n", "{value}");
@@ -173,7 +173,7 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     sigkill(supervisor.pid);
     wait_no_supervisor(&id, ANSWER);
     // Only a zombie has surely let go of the run's lock (the command line goes first).
-    assert!(crate::procs::wait_dead(supervisor.pid, ANSWER));
+    assert!(lnk_tests::procs::wait_dead(supervisor.pid, ANSWER));
 
     // The disk is still full: nothing can be written, but `list` shows the end that was
     // kept, not a run that nothing supervises.
@@ -191,7 +191,7 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     // the sweep below must be the only one holding the run's lock.
     let state = t.state().to_string_lossy().into_owned();
     let ended = poll(ANSWER, || {
-        crate::procs::with_marker(&state)
+        lnk_tests::procs::with_marker(&state)
             .iter()
             .all(|p| !p.argv.iter().any(|a| a == "sweep"))
     });
@@ -251,7 +251,7 @@ fn a_full_files_folder_loses_no_run_and_the_counts_agree() {
     });
     assert_eq!(record["status"]["state"], "running", "{record}");
     assert!(
-        crate::procs::alive(supervisor.pid),
+        lnk_tests::procs::alive(supervisor.pid),
         "the supervisor is gone"
     );
     let log = std::fs::read_to_string(t.state().join(format!("{id}.log"))).unwrap_or_default();

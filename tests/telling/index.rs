@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Tell, exists, names, now_ms, supervise_cli};
-use crate::runs::{Flags, list, start, tool};
-use crate::sandbox::{Sandbox, path_str, say_skipped};
-use crate::serve::{structured, text};
+use lnk_tests::runs::{Flags, list, start, tool};
+use lnk_tests::sandbox::{Sandbox, path_str, say_skipped};
+use lnk_tests::serve::{structured, text};
 
 const HOUR: u64 = 3_600_000;
 
@@ -366,7 +366,7 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
         .arg(format!("--regid={UID}"))
         .arg("--clear-groups")
         .arg("--")
-        .arg(crate::runs::link_supervise())
+        .arg(lnk_tests::runs::link_supervise())
         .arg("sweep")
         .arg(t.state())
         .env("RUST_LOG", "info")

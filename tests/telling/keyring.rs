@@ -8,10 +8,10 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::disk::Tell;
-use crate::runs::{Flags, poll, start};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::ANSWER;
 use crate::wayin::{AGENT, Answer, WayIn, keygen};
+use lnk_tests::runs::{Flags, poll, start};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
 
 both_sandboxes!(
     a_missing_key_is_a_clear_error,

@@ -17,13 +17,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Decoy, Tell, boot_id, exists, names, now_ms, supervise_cli};
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
+use crate::wayin::{AGENT, Answer};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::runs::{
     Flags, poll, procs_args, start, stays_alive, stop, stopped_run, wait_no_supervisor,
 };
-use crate::sandbox::{Sandbox, path_str};
-use crate::serve::{ANSWER, link_run};
-use crate::wayin::{AGENT, Answer};
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::serve::{ANSWER, link_run};
 
 /// `nobody`'s uid and gid.
 const NOBODY: u32 = 65534;
@@ -33,7 +33,7 @@ fn can_be_nobody(test: &str) -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }
-    crate::sandbox::say_skipped(&format!(
+    lnk_tests::sandbox::say_skipped(&format!(
         "{test} needs root, to run the other user as nobody"
     ));
     false
@@ -396,7 +396,7 @@ fn a_supervisor_that_refuses_its_folder_says_why_in_the_runs_log() {
     assert!(said, "the run's log does not say why: {seen:?}");
     wait_no_supervisor(&id, ANSWER);
     assert!(
-        crate::procs::with_marker(&marker).is_empty(),
+        lnk_tests::procs::with_marker(&marker).is_empty(),
         "the run ran from a refused folder"
     );
 }

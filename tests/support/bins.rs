@@ -1,0 +1,50 @@
+//! Where the binaries the tests drive are: Link Run's two and this package's helpers, all built
+//! into `target/<profile>/`, the folder above the test executable's `deps/`. (Cargo's
+//! `CARGO_BIN_EXE_<name>` is given to test targets only, not to this library.)
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::path_str;
+
+/// `target/<profile>/`: the running test executable is `target/<profile>/deps/<test>-<hash>`.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|err| panic!("no current exe: {err}"));
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("no target folder above {exe:?}"))
+}
+
+/// Cargo's folder for the tests' temporary files (`target/tmp`, what `CARGO_TARGET_TMPDIR`
+/// names to a test target): outside `/tmp`, which bubblewrap replaces with an empty tmpfs.
+pub fn target_tmp() -> PathBuf {
+    let profile = target_dir();
+    profile
+        .parent()
+        .map(|target| target.join("tmp"))
+        .unwrap_or_else(|| panic!("no folder above {profile:?}"))
+}
+
+/// This package's helper binary `name`, which `cargo test` builds beside the test executables.
+pub fn helper(name: &str) -> PathBuf {
+    let bin = target_dir().join(name);
+    assert!(
+        bin.is_file(),
+        "{bin:?} is missing: run `cargo build -p lnk-tests` (or `cargo test` from the root)"
+    );
+    bin
+}
+
+/// The `lnk-test-procs` helper (absolute; visible in both sandboxes).
+pub fn procs() -> String {
+    path_str(&helper("lnk-test-procs"))
+}
+
+/// The `lnk-test-write` helper (absolute; visible in both sandboxes).
+pub fn write() -> String {
+    path_str(&helper("lnk-test-write"))
+}
+
+/// The `lnk-test-passthrough` helper: a sandbox prefix that runs its arguments as they are.
+pub fn passthrough() -> PathBuf {
+    helper("lnk-test-passthrough")
+}

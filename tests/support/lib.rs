@@ -1,0 +1,12 @@
+//! What Link Run's end-to-end test binaries share: where the built binaries are ([`bins`]), the
+//! two sandbox prefixes ([`sandbox`]) and the recommended line read from the docs ([`readme`]),
+//! a `serve` started and spoken to ([`serve`]), background runs and their records ([`runs`]),
+//! processes found in `/proc` ([`procs`]) and the programs that try to escape a call
+//! ([`containment`]).
+pub mod bins;
+pub mod containment;
+pub mod procs;
+pub mod readme;
+pub mod runs;
+pub mod sandbox;
+pub mod serve;
