@@ -1,8 +1,8 @@
 //! End-to-end tests of background runs (issue 3, "How it is shown"): `serve --state` with the
 //! `start`, `list`, `read` and `stop` tools, and `lnk-link-supervise` running each run, driven as
 //! real processes. Each test body runs twice: through the pass-through prefix
-//! `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`, skipped with a line
-//! on stderr when `bwrap` is missing, failing then with `LNK_REQUIRE_SANDBOX=1`).
+//! `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`, failing when `bwrap`
+//! is missing, skipped then with a line on stderr with `LNK_ALLOW_SKIP=1`).
 //!
 //! Processes are found in `/proc`: a run's program by a unique marker among its arguments, its
 //! supervisor by the run id in its command line, its group by the record's `group.pgid`. Every

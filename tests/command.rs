@@ -1,8 +1,8 @@
 //! End-to-end tests of `lnk-link-run serve` and the `command` tool (issue 2, "What must work"
 //! items 2–7), driving the real binaries as processes. Each test body runs twice: through the
 //! pass-through prefix `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`,
-//! skipped with a line on stderr when `bwrap` is missing, failing then with
-//! `LNK_REQUIRE_SANDBOX=1`).
+//! failing when `bwrap` is missing, skipped then with a line on stderr with
+//! `LNK_ALLOW_SKIP=1`).
 //!
 //! Run: `cargo test -p lnk-tests --test command` (it needs `lnk-link-run` built in the same
 //! target folder: `cargo test` from the root, or `cargo build -p lnk-link-run` first).

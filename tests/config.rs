@@ -6,7 +6,7 @@
 //! machine without bubblewrap write nothing and say why. Each test has its own HOME.
 //!
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test config` (the bubblewrap
-//! halves skip without `bwrap`, and fail then with `LNK_REQUIRE_SANDBOX=1`).
+//! halves fail without `bwrap`, and skip then with `LNK_ALLOW_SKIP=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// A private HOME, serve's flags as a person types them, and starting an entry as a host does.

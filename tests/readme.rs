@@ -7,8 +7,8 @@
 //! `<!-- host-entry: … -->` line) must pass the same arguments as the entries beside them;
 //! `scripts/hosts/run.sh` runs them with the hosts themselves.
 //!
-//! The entries run under bubblewrap: without it the serve half prints "skipped" and passes,
-//! unless `LNK_REQUIRE_SANDBOX=1`.
+//! The entries run under bubblewrap: without it the serve half fails, or with `LNK_ALLOW_SKIP=1`
+//! prints "skipped" and passes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsString;

@@ -6,9 +6,9 @@
 //!
 //! The pids are cycled for real: `/proc/sys/kernel/ns_last_pid` is set to the id before it (as
 //! root), else processes are started until the counter reaches it; where neither can be done the
-//! test says `skipped:` on stderr. This process is made a child subreaper, so that the run's
-//! processes are reaped here once killed (an init that does not reap would keep their ids taken),
-//! which is why the test is a binary of its own.
+//! test fails, or with `LNK_ALLOW_SKIP=1` says `skipped:` on stderr. This process is made a
+//! child subreaper, so that the run's processes are reaped here once killed (an init that does
+//! not reap would keep their ids taken), which is why the test is a binary of its own.
 //!
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test reuse`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -2,8 +2,8 @@
 //! resolves the sandbox program once, through absolute `PATH` folders only, and starts the
 //! sandbox with an empty environment), and, each attack first reproduced as a real process, that
 //! it now fails. Each test body runs through the pass-through prefix and under bubblewrap with the
-//! README's recommended line (`name::bwrap`, skipped with a line on stderr when `bwrap` is
-//! missing, failing then with `LNK_REQUIRE_SANDBOX=1`).
+//! README's recommended line (`name::bwrap`, failing when `bwrap` is
+//! missing, skipped then with a line on stderr with `LNK_ALLOW_SKIP=1`).
 //!
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test sandbox`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -13,8 +13,9 @@
 //! into a cache folder outside the repository (`$LNK_CONFORMANCE_CACHE`, by default
 //! `~/.cache/lnk-link-run/conformance`), which also picks Node 20 or newer (`$LNK_NODE`, npm's
 //! Node 22 in that cache or the hosts' cache, or `node` on PATH). Without npm, the registry or a
-//! Node the test prints "skipped: ..." and passes, unless `LNK_REQUIRE_SDK=1`; without
-//! `/usr/bin/bwrap` the bubblewrap run does the same, unless `LNK_REQUIRE_SANDBOX=1`.
+//! Node the test fails; with `LNK_ALLOW_SKIP=1` it prints "skipped: ..." and passes, unless
+//! `LNK_REQUIRE_SDK=1`. Without `/usr/bin/bwrap` the bubblewrap run does the same, with
+//! `LNK_REQUIRE_SANDBOX=1` in place of `LNK_REQUIRE_SDK=1`.
 //!
 //! Nothing is left running: after the script, no process may carry the test's temporary folder
 //! or the cancelled `sleep`'s unique argument in its command line; whatever does is stopped and
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lnk_tests::bins::target_dir;
 use lnk_tests::readme;
+use lnk_tests::skip::skip_required_by;
 
 /// npm may download Node itself on a fresh machine.
 const INSTALL_DEADLINE: Duration = Duration::from_secs(900);
@@ -51,22 +53,6 @@ const TTL_MS: u64 = (5 * 60 + 60 * 60) * 1000;
 
 fn here() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn required(var: &str) -> bool {
-    std::env::var_os(var).is_some_and(|v| v == "1")
-}
-
-/// Passes the test with a "skipped" line, or fails it when `require_var` is `1`.
-fn skip(require_var: &str, why: &str) {
-    assert!(
-        !required(require_var),
-        "{why}, and {require_var}=1 requires this test to run"
-    );
-    // Not `eprintln!`, which the test harness captures and shows only for a failure: a
-    // person running `cargo test` must see that the run did not happen.
-    let line = format!("skipped: tasks_sdk: {why} (set {require_var}=1 to make this a failure)\n");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 /// A finished command: how it ended (`None`: killed at its deadline), its stdout and stderr.
@@ -228,7 +214,7 @@ fn leave_nothing(folder: &str, argument: &str, state: &Path) -> Vec<(i32, String
 fn tasks(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) {
     let client = match client() {
         Ok(client) => client,
-        Err(why) => return skip("LNK_REQUIRE_SDK", &why),
+        Err(why) => return skip_required_by("LNK_REQUIRE_SDK", &why),
     };
     let serve = target_dir().join("lnk-link-run");
     assert!(
@@ -318,7 +304,7 @@ fn tasks_sdk_without_sandbox() {
 fn tasks_sdk_under_bubblewrap() {
     let probe = readme::recommended_sandbox(Path::new("/"), &[]);
     if !Path::new(&probe[0]).is_file() {
-        return skip("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
+        return skip_required_by("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
     }
     // The README's recommended line, as a person copies it.
     tasks("bwrap", false, |files| {

@@ -2,8 +2,8 @@
 //! told through the way in, exactly once and signed; `lnk-link-supervise sweep` after crashes
 //! (lost runs, the pid-reuse guard, the ten minutes of retries, the keep); `stop --state` and
 //! `remove --state`; a bad keyring. Each test body runs through the pass-through prefix and
-//! under bubblewrap (`name::bwrap`, skipped with a line on stderr when `bwrap` is missing,
-//! failing then with `LNK_REQUIRE_SANDBOX=1`).
+//! under bubblewrap (`name::bwrap`, failing when `bwrap` is missing,
+//! skipped then with a line on stderr with `LNK_ALLOW_SKIP=1`).
 //!
 //! The way in is a stand-in written here ([`wayin`]): a Unix socket in the test's folder that
 //! verifies each message's ed25519 signature against the agent's `.pub` (made by

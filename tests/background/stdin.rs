@@ -314,7 +314,7 @@ fn no_other_program_or_user_reaches_a_channel(sandbox: Sandbox) {
             "{lines}"
         );
     } else {
-        lnk_tests::sandbox::say_skipped("another user's attempt needs root, to run it as nobody");
+        lnk_tests::skip::skip("another user's attempt needs root, to run it as nobody");
     }
     // The victim's stdin took nothing of all that.
     written(&mut serve, &victim, "echo still-clean\n", true);

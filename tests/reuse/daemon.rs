@@ -10,8 +10,9 @@ use rustix::process::{Pid, Signal, WaitOptions};
 use lnk_tests::bins::procs;
 use lnk_tests::procs::{alive, wait_dead, wait_for_role, with_marker};
 use lnk_tests::runs::{Bg, Flags, link_supervise, procs_args, signal, start, wait_supervisor};
-use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str, say_skipped};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
 use lnk_tests::serve::ANSWER;
+use lnk_tests::skip::skip;
 
 both_sandboxes!(a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse);
 
@@ -67,7 +68,8 @@ fn my_children(but: &[i32]) -> Vec<i32> {
 
 /// Starts `command` with `target` as its pid, cycling the pid counter to it: through
 /// `ns_last_pid` when it can be written, else by starting short-lived processes until the
-/// counter is just below it. `None`, said on stderr, when the pids cannot be cycled.
+/// counter is just below it. `None` when the pids cannot be cycled (the test fails, or is
+/// skipped with `LNK_ALLOW_SKIP=1`).
 fn start_as(target: i32, mut command: impl FnMut() -> Command) -> Option<Child> {
     let pid_max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()?
@@ -76,7 +78,7 @@ fn start_as(target: i32, mut command: impl FnMut() -> Command) -> Option<Child> 
         .ok()?;
     let writable = std::fs::write("/proc/sys/kernel/ns_last_pid", (target - 1).to_string()).is_ok();
     if !writable && pid_max > 100_000 {
-        say_skipped(&format!(
+        skip(&format!(
             "the pid counter cannot be set (/proc/sys/kernel/ns_last_pid is not writable) and \
              cycling {pid_max} pids by starting processes takes too long"
         ));
@@ -103,7 +105,7 @@ fn start_as(target: i32, mut command: impl FnMut() -> Command) -> Option<Child> 
         let _ = child.kill();
         let _ = child.wait();
     }
-    say_skipped(&format!(
+    skip(&format!(
         "another process took pid {target} first, {TRIES} times"
     ));
     None

@@ -8,7 +8,7 @@
 //! counted and said, and goes on once there is room.
 //!
 //! The full folder is a small tmpfs the test mounts (as root, as in CI); elsewhere the tests
-//! say they are skipped.
+//! fail, or with `LNK_ALLOW_SKIP=1` say they are skipped.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,8 +20,9 @@ use crate::disk::Tell;
 use lnk_tests::runs::{
     Flags, listed, meta, poll, read_ok, sigkill, start, tool, wait_no_supervisor, wait_supervisor,
 };
-use lnk_tests::sandbox::{Sandbox, say_skipped};
+use lnk_tests::sandbox::Sandbox;
 use lnk_tests::serve::{ANSWER, is_error, text};
+use lnk_tests::skip::skip;
 
 /// A tmpfs mounted on a folder, unmounted when dropped.
 struct Tmpfs {
@@ -29,10 +30,11 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mounts a tmpfs of `size` on `at` (made here); `None`, said, where that cannot be done.
+    /// Mounts a tmpfs of `size` on `at` (made here); `None` where that cannot be done (the test
+    /// fails, or is skipped with `LNK_ALLOW_SKIP=1`).
     fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
         if !rustix::process::geteuid().is_root() {
-            say_skipped("mounting a small tmpfs needs root");
+            skip("mounting a small tmpfs needs root");
             return None;
         }
         std::fs::create_dir_all(at).unwrap();
@@ -44,7 +46,7 @@ impl Tmpfs {
             .output()
             .unwrap_or_else(|err| panic!("running mount: {err}"));
         if !out.status.success() {
-            say_skipped(&format!(
+            skip(&format!(
                 "cannot mount a tmpfs here: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use crate::disk::{CLI, Tell, exists, names, now_ms, supervise_cli};
 use lnk_tests::runs::{Flags, list, start, tool};
-use lnk_tests::sandbox::{Sandbox, path_str, say_skipped};
+use lnk_tests::sandbox::{Sandbox, path_str};
 use lnk_tests::serve::{structured, text};
+use lnk_tests::skip::skip;
 
 const HOUR: u64 = 3_600_000;
 
@@ -126,7 +127,7 @@ fn a_folder_of_version_1_records_is_swept_indexed_read_and_removed() {
 #[test]
 fn a_sweep_looks_only_at_what_is_due() {
     if !rustix::process::geteuid().is_root() {
-        say_skipped("planting records of another user needs root");
+        skip("planting records of another user needs root");
         return;
     }
     const KEPT: usize = 500;
@@ -341,7 +342,7 @@ fn plant_ended(
 #[test]
 fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
     if !rustix::process::geteuid().is_root() {
-        say_skipped("limiting another user's processes needs root");
+        skip("limiting another user's processes needs root");
         return;
     }
     // A uid of its own, so that no other test's processes count against its limit of one.

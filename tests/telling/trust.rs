@@ -7,8 +7,8 @@
 //! --state` from finishing.
 //!
 //! Each test first sets up the attack as it worked before. Those that need another user run
-//! it as `nobody` through `setpriv` (the tests run as root in CI) and, run as anyone else, say
-//! they are skipped.
+//! it as `nobody` through `setpriv` (the tests run as root in CI) and, run as anyone else, fail,
+//! or with `LNK_ALLOW_SKIP=1` say they are skipped.
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -28,12 +28,13 @@ use lnk_tests::serve::{ANSWER, link_run};
 /// `nobody`'s uid and gid.
 const NOBODY: u32 = 65534;
 
-/// Whether this process may act as another user; says so on stderr when not.
+/// Whether this process may act as another user; when not, the test fails, or is skipped with
+/// `LNK_ALLOW_SKIP=1`.
 fn can_be_nobody(test: &str) -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }
-    lnk_tests::sandbox::say_skipped(&format!(
+    lnk_tests::skip::skip(&format!(
         "{test} needs root, to run the other user as nobody"
     ));
     false
