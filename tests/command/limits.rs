@@ -80,7 +80,6 @@ fn leftover_case(sandbox: Sandbox, role: &str) {
         // it: nothing is left for the reaper to kill.
         Sandbox::Bwrap => {
             assert_eq!(value["leftovers_killed"], false, "{result}");
-            assert!(!text(&result).to_lowercase().contains("kill"), "{result}");
         }
     }
     wait_gone(&mark, Duration::from_secs(5));

@@ -713,6 +713,18 @@ pub fn assert_streams_match_the_text(result: &Value) {
     }
 }
 
+/// The lines of serve's log (its stderr) at level WARN or ERROR: what it warned about.
+pub fn warnings(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|line| {
+            // `<time>  WARN <target>: <message>`, as tracing's plain format writes a line.
+            let level = line.split_whitespace().nth(1);
+            matches!(level, Some("WARN" | "ERROR"))
+        })
+        .collect()
+}
+
 /// The structured value of a tool result.
 pub fn structured(result: &Value) -> &Value {
     result
