@@ -104,7 +104,8 @@ fn a_state_folder_of_another_user_or_open_to_others_is_refused_everywhere() {
     let t = Tell::new(Sandbox::Passthrough);
     std::fs::create_dir(t.state()).unwrap();
     // What the other user planted: a record the sweep would otherwise believe.
-    std::fs::write(t.state().join("aaaaaaaaaaaaaaaaaaaa.json"), b"{}").unwrap();
+    let planted = t.state().join("aaaaaaaaaaaaaaaaaaaa.json");
+    std::fs::write(&planted, b"{}").unwrap();
     let argv = t.bg.serve(&Flags::default()).argv();
 
     if can_be_nobody("the other user's folder") {
@@ -122,9 +123,22 @@ fn a_state_folder_of_another_user_or_open_to_others_is_refused_everywhere() {
     chmod(t.state(), 0o1733);
     serve_refuses(&argv, "chmod 700");
 
-    // Made private, it is used (the planted file is damaged, not fatal).
+    // Made private, it is used (the planted file is damaged, not fatal): the sweep sets the
+    // planted record aside as `<id>.damaged`.
     chmod(t.state(), 0o700);
-    t.sweep();
+    let stderr = t.sweep();
+    assert!(
+        !planted.exists(),
+        "the planted record is still a record: {:?} {stderr}",
+        names(t.state())
+    );
+    let damaged = t.state().join("aaaaaaaaaaaaaaaaaaaa.damaged");
+    assert_eq!(
+        std::fs::read(&damaged).ok(),
+        Some(b"{}".to_vec()),
+        "the planted record was not set aside: {:?} {stderr}",
+        names(t.state())
+    );
 }
 
 /// A record shaped like a real one: `status` as given, the decoy's group, told nothing yet,
