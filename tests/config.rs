@@ -26,7 +26,7 @@ use crate::home::{
     HOSTS, Home, assert_host_settings, flags, passthrough, printed_entry, start_entry, strings,
 };
 use lnk_tests::sandbox::{Sandbox, path_str};
-use lnk_tests::{readme, serve};
+use lnk_tests::{bins, readme};
 use std::path::PathBuf;
 
 #[test]
@@ -40,7 +40,7 @@ fn each_host_gets_its_own_format_and_serve_starts_with_exactly_that() {
         let (_, entry) = printed_entry(host, &out);
         assert_eq!(
             entry["command"].as_str().map(PathBuf::from),
-            Some(serve::link_run().canonicalize().unwrap()),
+            Some(bins::link_run().canonicalize().unwrap()),
             "{host}: the entry starts this lnk-link-run by its absolute path"
         );
         assert_host_settings(host, &entry);

@@ -18,8 +18,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use lnk_tests::sandbox::Sandbox;
-use lnk_tests::serve::{self, Era, Serve};
-use lnk_tests::{procs, readme, sandbox};
+use lnk_tests::serve::{ANSWER, Era, Serve};
+use lnk_tests::{bins, procs, readme, results, sandbox};
 
 /// The home every README entry is written for.
 const PLACEHOLDER_HOME: &str = "/home/me";
@@ -295,7 +295,7 @@ fn fresh_home() -> Home {
     std::fs::write(path.join("work").join(PROBE_FILE), "hello\n").expect("the probe file");
     let bin = path.join(".cargo/bin");
     std::fs::create_dir_all(&bin).expect("~/.cargo/bin");
-    let runner = serve::link_run();
+    let runner = bins::link_run();
     let supervisor = runner.with_file_name("lnk-link-supervise");
     assert!(supervisor.is_file(), "{} is missing", supervisor.display());
     std::os::unix::fs::symlink(&runner, bin.join("lnk-link-run")).expect("linking lnk-link-run");
@@ -342,14 +342,14 @@ fn run_entry(entry: &Entry) {
     }
 
     let result = serve.call(json!({"program": "ls", "args": ["-a"]}));
-    let text = serve::text(&result);
+    let text = results::text(&result);
     assert!(
-        !serve::is_error(&result),
+        !results::is_error(&result),
         "{}: `ls` was refused: {text}",
         entry.place
     );
     assert_eq!(
-        serve::structured(&result)["exit_code"],
+        results::structured(&result)["exit_code"],
         0,
         "{}: {text}",
         entry.place
@@ -361,7 +361,7 @@ fn run_entry(entry: &Entry) {
     );
 
     serve.close_stdin();
-    let status = serve.wait_exit(serve::ANSWER);
+    let status = serve.wait_exit(ANSWER);
     assert!(
         status.success(),
         "{}: serve ended with {status}; stderr:\n{}",

@@ -12,12 +12,15 @@ use serde_json::{Value, json};
 
 use lnk_tests::bins::write;
 use lnk_tests::procs::{wait_for_role, wait_gone};
-use lnk_tests::runs::{
-    Bg, Flags, PROMPT, listed, meta, procs_args, read, read_ok, send_tool, start, started, stop,
-    stopped_run, tool, unit, wait_ended, wait_group_gone, wait_no_supervisor,
-};
+use lnk_tests::procs::{wait_group_gone, wait_no_supervisor};
+use lnk_tests::results::{is_error, ok, structured, text};
+use lnk_tests::runs::{Bg, Flags, unit};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
-use lnk_tests::serve::{ANSWER, Serve, is_error, ok, structured, text};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::tools::{
+    PROMPT, listed, meta, procs_args, read, read_ok, send_tool, start, started, stop, stopped_run,
+    tool, wait_ended,
+};
 
 both_sandboxes!(
     racing_starts_never_exceed_background,

@@ -11,17 +11,17 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::json;
 
+use lnk_tests::bins::link_supervise;
 use lnk_tests::bins::procs;
 use lnk_tests::containment::{
     escaping, escaping_with_trap, every_sandbox, reapers, wait_escaped, wait_file,
 };
 use lnk_tests::procs::{alive, wait_dead, wait_for_role, wait_gone, with_marker};
-use lnk_tests::runs::{
-    Bg, Flags, link_supervise, listed, procs_args, signal, sleeps, start, stop, stopped_run,
-    wait_ended, wait_supervisor,
-};
+use lnk_tests::procs::{signal, sleeps, wait_supervisor};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
 use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{listed, procs_args, start, stop, stopped_run, wait_ended};
 
 every_sandbox!(
     escapes_die_at_the_runs_end,

@@ -11,12 +11,11 @@ use serde_json::json;
 
 use lnk_tests::bins::procs;
 use lnk_tests::procs::{alive, wait_for_role, wait_gone, with_marker};
-use lnk_tests::runs::{
-    Bg, Flags, fd_targets, listed, procs_args, signal, start, stop, stopped_run, wait_group_gone,
-    wait_no_supervisor, wait_supervisor,
-};
+use lnk_tests::procs::{fd_targets, signal, wait_group_gone, wait_no_supervisor, wait_supervisor};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
 use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{listed, procs_args, start, stop, stopped_run};
 
 both_sandboxes!(
     supervisor_sigterm_records_lost,
@@ -301,8 +300,8 @@ fn a_supervisor_killed_as_its_sandbox_starts_leaves_nothing(sandbox: Sandbox) {
         let kill_at = answered + Duration::from_micros(below(30_000));
         // The supervisor itself, not the first process that forks it away from serve.
         let mut supervisor = None;
-        let found = lnk_tests::runs::poll(ANSWER, || {
-            supervisor = lnk_tests::runs::supervisors(&id).into_iter().find(|p| {
+        let found = lnk_tests::procs::poll(ANSWER, || {
+            supervisor = lnk_tests::procs::supervisors(&id).into_iter().find(|p| {
                 lnk_tests::containment::parent_of(p.pid).is_some_and(|parent| parent != serve_pid)
             });
             supervisor.is_some()

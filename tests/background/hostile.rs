@@ -11,12 +11,15 @@ use serde_json::json;
 
 use lnk_tests::bins::{procs, write};
 use lnk_tests::procs::wait_gone;
-use lnk_tests::runs::{
-    Bg, Flags, PROMPT, list_within, listed, meta, poll, read, snapshot, start, started, stop,
-    stopped_run, supervisors, tool_within, wait_ended, wait_no_supervisor,
-};
+use lnk_tests::procs::{poll, supervisors, wait_no_supervisor};
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::{Bg, Flags, snapshot};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
-use lnk_tests::serve::{ANSWER, is_error, text};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{
+    PROMPT, list_within, listed, meta, read, start, started, stop, stopped_run, tool_within,
+    wait_ended,
+};
 
 both_sandboxes!(
     background_folder_linked_outside,

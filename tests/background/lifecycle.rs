@@ -7,13 +7,17 @@ use serde_json::{Value, json};
 
 use lnk_tests::bins::{procs, write};
 use lnk_tests::procs::{alive, wait_for_role, wait_gone};
-use lnk_tests::runs::{
-    Bg, Flags, is_rfc3339, list, listed, meta, pattern, poll, procs_args, read, read_ok, send_tool,
-    snapshot, start, started, stays_alive, stop, stopped_run, supervisors, tool, unit, wait_ended,
-    wait_group_gone, wait_no_supervisor, wait_supervisor,
+use lnk_tests::procs::{
+    poll, stays_alive, supervisors, wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::{Bg, Flags, pattern, snapshot, unit};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
-use lnk_tests::serve::{ANSWER, is_error, text};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{
+    is_rfc3339, list, listed, meta, procs_args, read, read_ok, send_tool, start, started, stop,
+    stopped_run, tool, wait_ended,
+};
 
 both_sandboxes!(
     a_run_outlives_the_call_and_serve,

@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde_json::json;
 
 use lnk_tests::bins::procs;
+use lnk_tests::procs::{poll, proc_field, sleeps, wait_supervisor};
 use lnk_tests::procs::{wait_for_role, wait_gone};
-use lnk_tests::runs::{
-    Bg, Flags, poll, proc_field, procs_args, sleeps, start, stop, stopped_run, wait_supervisor,
-};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
 use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{procs_args, start, stop, stopped_run};
 
 both_sandboxes!(
     an_idle_supervisor_and_gate_give_back_their_code_pages,

@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use lnk_tests::procs::wait_gone;
-use lnk_tests::runs::{
-    Bg, Flags, PROMPT, poll, read_ok, sigkill, sleeps, start, stop, tool_within, wait_ended,
-    wait_group_gone, wait_no_supervisor, wait_supervisor,
+use lnk_tests::procs::{
+    poll, sigkill, sleeps, wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
+use lnk_tests::results::{is_error, structured, text};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
-use lnk_tests::serve::{ANSWER, Serve, is_error, structured, text};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::tools::{PROMPT, read_ok, start, stop, tool_within, wait_ended};
 
 both_sandboxes!(
     input_reaches_the_program_then_ends,
@@ -51,7 +53,7 @@ pub fn written(serve: &mut Serve, id: &str, text: &str, eof: bool) -> u64 {
 pub fn refused(serve: &mut Serve, id: &str, text: &str, eof: bool) -> String {
     let result = write(serve, id, text, eof);
     assert!(is_error(&result), "write was not refused: {result}");
-    lnk_tests::serve::text(&result)
+    lnk_tests::results::text(&result)
 }
 
 /// Polls `read` (from offset 0) until the run's output holds `needle`, and returns it.
@@ -229,7 +231,7 @@ fn a_program_that_does_not_read_is_not_waited_for(sandbox: Sandbox) {
         why.contains("took 0 of 9 bytes") && why.contains("not reading"),
         "{why}"
     );
-    let run = lnk_tests::runs::stopped_run(&stop(&mut serve, &id));
+    let run = lnk_tests::tools::stopped_run(&stop(&mut serve, &id));
     assert_eq!(run["state"], "stopped", "{run}");
 }
 

@@ -6,14 +6,14 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::stdin::{channel, wait_output, written};
+use lnk_tests::bins::link_supervise;
 use lnk_tests::bins::procs;
+use lnk_tests::procs::{sigkill, wait_group_gone, wait_no_supervisor, wait_supervisor};
 use lnk_tests::procs::{wait_for_role, wait_gone};
-use lnk_tests::runs::{
-    Bg, Flags, link_supervise, read_ok, sigkill, start, wait_ended, wait_group_gone,
-    wait_no_supervisor, wait_supervisor,
-};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
 use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{read_ok, start, wait_ended};
 
 both_sandboxes!(
     a_terminal_of_its_own,
@@ -243,6 +243,6 @@ fn a_terminal_is_the_runs_alone(sandbox: Sandbox) {
     // only an empty one.
     written(&mut serve, &id, "\n", true);
     wait_ended(&mut serve, &id, ANSWER);
-    lnk_tests::runs::stop(&mut serve, &other);
+    lnk_tests::tools::stop(&mut serve, &other);
     wait_gone(&mark, Duration::from_secs(10));
 }

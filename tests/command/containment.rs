@@ -15,8 +15,10 @@ use lnk_tests::containment::{
     argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
 };
 use lnk_tests::procs::{marker, wait_dead, wait_gone, with_marker};
+use lnk_tests::results::{ran, text};
 use lnk_tests::sandbox::Sandbox;
-use lnk_tests::serve::{ANSWER, Setup, ran, text};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::setup::Setup;
 
 every_sandbox!(
     escapes_die_at_the_calls_end,
@@ -238,7 +240,7 @@ fn start_spare() -> (std::process::Child, std::fs::File, std::os::fd::OwnedFd) {
     let report_end = rustix::io::fcntl_dupfd_cloexec(&report_end, 10).unwrap();
     let control_end = rustix::io::fcntl_dupfd_cloexec(&control_end, 10).unwrap();
     let (report_raw, control_raw) = (report_end.as_raw_fd(), control_end.as_raw_fd());
-    let mut command = std::process::Command::new(lnk_tests::serve::link_run());
+    let mut command = std::process::Command::new(lnk_tests::bins::link_run());
     command
         .args(["reap", "--spare"])
         .env_clear()
@@ -299,7 +301,7 @@ fn a_sandbox_that_cannot_be_executed_is_said_so() {
         .start();
     std::fs::remove_file(&copy).unwrap();
     let result = serve.call(json!({"program": "true"}));
-    assert!(lnk_tests::serve::is_error(&result), "{result}");
+    assert!(lnk_tests::results::is_error(&result), "{result}");
     let said = text(&result);
     assert!(
         said.contains("could not be started") && said.contains("No such file or directory"),

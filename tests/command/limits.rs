@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use lnk_tests::procs::{marker, peak_rss_kib, wait_dead, wait_for_role, wait_gone};
+use lnk_tests::results::{ran, text};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
-use lnk_tests::serve::{ANSWER, Setup, ran, text};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::setup::Setup;
 
 both_sandboxes!(
     timeout_kills_the_group,
@@ -162,7 +164,7 @@ fn output_keeps_head_and_tail(sandbox: Sandbox) {
         );
     }
     // The structured value carries the same head, left-out line and tail, bounded the same.
-    lnk_tests::serve::assert_streams_match_the_text(&result);
+    lnk_tests::results::assert_streams_match_the_text(&result);
     let stdout = value["stdout"].as_str().unwrap_or_default();
     assert!(
         stdout.len() < 65536 + 100,
@@ -216,7 +218,7 @@ fn output_cuts_keep_utf8_whole(sandbox: Sandbox) {
     assert_eq!(value["stderr_bytes"], 123, "{result}");
     let cut = text(&result);
     assert!(!cut.contains('\u{FFFD}'), "a cut split a character: {cut}");
-    lnk_tests::serve::assert_streams_match_the_text(&result);
+    lnk_tests::results::assert_streams_match_the_text(&result);
     assert!(
         !value["stdout"]
             .as_str()

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use lnk_tests::results::{error_code, is_error, modern_meta, ok, structured, text};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
-use lnk_tests::serve::{
-    ANSWER, Era, Serve, Setup, error_code, is_error, modern_meta, ok, structured, text,
-};
+use lnk_tests::serve::{ANSWER, Era, Serve};
+use lnk_tests::setup::Setup;
 
 both_sandboxes!(
     refusals_quote_what_was_sent_only_cut_short,

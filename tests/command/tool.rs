@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use lnk_tests::results::{assert_streams_match_the_text, is_error, ran, text};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
-use lnk_tests::serve::{Setup, assert_streams_match_the_text, is_error, ran, text};
+use lnk_tests::setup::Setup;
 
 both_sandboxes!(
     describes_programs_and_limits,

@@ -81,7 +81,7 @@ fn config_writes_the_readme_s_entries_as_written() {
         let command = &mut written[servers]["link-run"]["command"];
         assert_eq!(
             command.as_str().map(PathBuf::from),
-            Some(lnk_tests::serve::link_run().canonicalize().unwrap())
+            Some(lnk_tests::bins::link_run().canonicalize().unwrap())
         );
         *command = wanted[servers]["link-run"]["command"].take();
         wanted[servers]["link-run"]["command"] = command.clone();

@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
+use lnk_tests::bins::link_supervise;
 use lnk_tests::bins::procs;
 use lnk_tests::procs::{alive, wait_dead, wait_for_role, with_marker};
-use lnk_tests::runs::{Bg, Flags, link_supervise, procs_args, signal, start, wait_supervisor};
+use lnk_tests::procs::{signal, wait_supervisor};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
 use lnk_tests::serve::ANSWER;
 use lnk_tests::skip::skip;
+use lnk_tests::tools::{procs_args, start};
 
 both_sandboxes!(a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse);
 
@@ -135,7 +138,7 @@ fn a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse(sandbox: S
         signal(program.pid, Signal::KILL);
     }
     let serve_pid = serve.pid();
-    let settled = lnk_tests::runs::poll(ANSWER, || {
+    let settled = lnk_tests::procs::poll(ANSWER, || {
         for child in my_children(&[serve_pid]) {
             signal(child, Signal::KILL);
             reap(child);

@@ -10,8 +10,8 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::world::{World, running_as_root, users};
+use lnk_tests::results::{ran, text, warnings};
 use lnk_tests::sandbox::{Sandbox, path_str};
-use lnk_tests::serve::{ran, text, warnings};
 
 /// The lines of a `check` report, with its exit code.
 fn check_report(world: &World, sandbox: Vec<String>) -> (i32, Vec<String>) {

@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 
 use crate::world::{World, chown_all, running_as_root, users};
 use lnk_tests::procs::{marker, wait_gone};
-use lnk_tests::runs::{start, wait_ended};
+use lnk_tests::results::{ran, text};
 use lnk_tests::sandbox::{Sandbox, path_str};
-use lnk_tests::serve::{Serve, ran, text};
+use lnk_tests::serve::Serve;
+use lnk_tests::tools::{start, wait_ended};
 
 /// A listening socket the test made, removed when dropped.
 struct Listening {

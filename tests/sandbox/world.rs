@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use lnk_tests::runs::{Bg, Flags, link_supervise};
+use lnk_tests::bins::link_run;
+use lnk_tests::bins::link_supervise;
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, bwrap_line, path_str};
-use lnk_tests::serve::{ServeBuilder, link_run};
+use lnk_tests::setup::ServeBuilder;
 
 /// The agent whose key the keyring holds.
 pub const AGENT: &str = "agent-1";
@@ -122,7 +124,7 @@ impl World {
     /// The tests' bubblewrap line (the recommended one, with the helpers visible), with `edit`
     /// applied to its elements.
     pub fn line_with(&self, edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
-        let mut line = bwrap_line(self.files(), &[lnk_tests::serve::helpers_dir()]);
+        let mut line = bwrap_line(self.files(), &[lnk_tests::bins::helpers_dir()]);
         edit(&mut line);
         line
     }

@@ -3,8 +3,6 @@
 //! `CARGO_BIN_EXE_<name>` is given to test targets only, not to this library.)
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::path_str;
-
 /// `target/<profile>/`: the running test executable is `target/<profile>/deps/<test>-<hash>`.
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_else(|err| panic!("no current exe: {err}"));
@@ -36,15 +34,47 @@ pub fn helper(name: &str) -> PathBuf {
 
 /// The `lnk-test-procs` helper (absolute; visible in both sandboxes).
 pub fn procs() -> String {
-    path_str(&helper("lnk-test-procs"))
+    utf8(helper("lnk-test-procs"))
 }
 
 /// The `lnk-test-write` helper (absolute; visible in both sandboxes).
 pub fn write() -> String {
-    path_str(&helper("lnk-test-write"))
+    utf8(helper("lnk-test-write"))
+}
+
+/// A path as a `String`: the target folder's paths are UTF-8 wherever the tests run.
+fn utf8(path: PathBuf) -> String {
+    path.into_os_string()
+        .into_string()
+        .unwrap_or_else(|path| panic!("test paths are UTF-8: {path:?}"))
 }
 
 /// The `lnk-test-passthrough` helper: a sandbox prefix that runs its arguments as they are.
 pub fn passthrough() -> PathBuf {
     helper("lnk-test-passthrough")
+}
+
+/// The `lnk-link-run` binary, beside this test's `deps/` folder in `target/<profile>/`.
+pub fn link_run() -> PathBuf {
+    let bin = crate::bins::target_dir().join("lnk-link-run");
+    assert!(
+        bin.is_file(),
+        "{bin:?} is missing: run `cargo build -p lnk-link-run` (or `cargo test` from the root)"
+    );
+    bin
+}
+
+/// The folder of this package's helper binaries (`lnk-test-procs`, `lnk-test-write`).
+pub fn helpers_dir() -> PathBuf {
+    crate::bins::target_dir()
+}
+
+/// `lnk-link-supervise`, which `serve` finds beside itself in `target/<profile>/`.
+pub fn link_supervise() -> PathBuf {
+    let bin = link_run().with_file_name("lnk-link-supervise");
+    assert!(
+        bin.is_file(),
+        "{bin:?} is missing: run `cargo build --workspace` (or `cargo test` from the root)"
+    );
+    bin
 }

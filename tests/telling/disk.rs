@@ -13,11 +13,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use crate::wayin::{AGENT, Answer, WayIn, keygen};
+use lnk_tests::bins::link_supervise;
 use lnk_tests::bins::procs;
 use lnk_tests::procs::alive;
-use lnk_tests::runs::{Bg, Flags, link_supervise, start, wait_no_supervisor};
+use lnk_tests::procs::wait_no_supervisor;
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, path_str};
-use lnk_tests::serve::{ANSWER, Serve, ServeBuilder};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::setup::ServeBuilder;
+use lnk_tests::tools::start;
 
 /// How long a `sweep`, `stop` or `remove` may take here (they wait at most 15 s for a lock).
 pub const CLI: Duration = Duration::from_secs(60);

@@ -17,12 +17,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::disk::Tell;
-use lnk_tests::runs::{
-    Flags, listed, meta, poll, read_ok, sigkill, start, tool, wait_no_supervisor, wait_supervisor,
-};
+use lnk_tests::procs::{poll, sigkill, wait_no_supervisor, wait_supervisor};
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::Sandbox;
-use lnk_tests::serve::{ANSWER, is_error, text};
+use lnk_tests::serve::ANSWER;
 use lnk_tests::skip::skip;
+use lnk_tests::tools::{listed, meta, read_ok, start, tool};
 
 /// A tmpfs mounted on a folder, unmounted when dropped.
 struct Tmpfs {
@@ -96,14 +97,14 @@ fn wait_log_says_full(t: &Tell, id: &str) -> String {
 /// handshake session may send too): the task.
 fn task(serve: &mut lnk_tests::serve::Serve, id: &str) -> Value {
     let request = serve.fresh_id();
-    let mut meta = lnk_tests::serve::modern_meta();
+    let mut meta = lnk_tests::results::modern_meta();
     meta["io.modelcontextprotocol/clientCapabilities"] =
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
     serve.send(
         &json!({"jsonrpc": "2.0", "id": request, "method": "tasks/get",
                        "params": {"taskId": id, "_meta": meta}}),
     );
-    lnk_tests::serve::ok(&serve.response(&json!(request), ANSWER))
+    lnk_tests::results::ok(&serve.response(&json!(request), ANSWER))
 }
 
 /// `list`, `read` and the run's task show the same bytes of `id`: `done\n`.

@@ -5,10 +5,11 @@
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Tell, exists, names, now_ms, supervise_cli};
-use lnk_tests::runs::{Flags, list, start, tool};
+use lnk_tests::results::{structured, text};
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::{Sandbox, path_str};
-use lnk_tests::serve::{structured, text};
 use lnk_tests::skip::skip;
+use lnk_tests::tools::{list, start, tool};
 
 const HOUR: u64 = 3_600_000;
 
@@ -373,7 +374,7 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
         .arg(format!("--regid={UID}"))
         .arg("--clear-groups")
         .arg("--")
-        .arg(lnk_tests::runs::link_supervise())
+        .arg(lnk_tests::bins::link_supervise())
         .arg("sweep")
         .arg(t.state())
         .env("RUST_LOG", "info")

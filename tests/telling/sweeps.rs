@@ -15,12 +15,11 @@ use crate::disk::{CLI, Decoy, Tell, boot_id, exists, names, now_ms, spawn_cli};
 use crate::told::the_message_about;
 use crate::wayin::Answer;
 use lnk_tests::procs::{alive, wait_for_role, wait_gone};
-use lnk_tests::runs::{
-    Flags, list, poll, procs_args, sigkill, start, stop, stopped_run, wait_group_gone,
-    wait_no_supervisor, wait_supervisor,
-};
+use lnk_tests::procs::{poll, sigkill, wait_group_gone, wait_no_supervisor, wait_supervisor};
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
 use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{list, procs_args, start, stop, stopped_run};
 
 both_sandboxes!(
     an_untold_run_past_ten_minutes_is_not_retried_and_goes_after_its_keep,

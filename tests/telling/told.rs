@@ -9,9 +9,12 @@ use serde_json::{Value, json};
 
 use crate::disk::{CLI, Tell, supervise_cli};
 use crate::wayin::{AGENT, Answer, Told, keygen};
-use lnk_tests::runs::{Flags, THREAD, is_rfc3339, listed, meta, poll, start, started, tool};
+use lnk_tests::procs::poll;
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
-use lnk_tests::serve::{ANSWER, Setup};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::setup::Setup;
+use lnk_tests::tools::{THREAD, is_rfc3339, listed, meta, start, started, tool};
 
 both_sandboxes!(
     a_run_is_told_once,
@@ -316,7 +319,7 @@ fn a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor(sandbox: Sandbo
     );
     let asked = Instant::now();
     let record = t.wait_done(&id);
-    lnk_tests::runs::wait_no_supervisor(&id, Duration::from_secs(20));
+    lnk_tests::procs::wait_no_supervisor(&id, Duration::from_secs(20));
     let waited = asked.elapsed();
     assert!(
         waited < Duration::from_secs(16),
@@ -359,7 +362,7 @@ fn a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor(sandbox: Sandbo
     );
     let asked = Instant::now();
     let record = t.wait_done(&id);
-    lnk_tests::runs::wait_no_supervisor(&id, Duration::from_secs(20));
+    lnk_tests::procs::wait_no_supervisor(&id, Duration::from_secs(20));
     let waited = asked.elapsed();
     assert!(
         waited < Duration::from_secs(16),

@@ -18,12 +18,13 @@ use serde_json::{Value, json};
 
 use crate::disk::{CLI, Decoy, Tell, boot_id, exists, names, now_ms, supervise_cli};
 use crate::wayin::{AGENT, Answer};
+use lnk_tests::bins::link_run;
+use lnk_tests::procs::{poll, stays_alive, wait_no_supervisor};
 use lnk_tests::procs::{wait_for_role, wait_gone};
-use lnk_tests::runs::{
-    Flags, poll, procs_args, start, stays_alive, stop, stopped_run, wait_no_supervisor,
-};
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::{Sandbox, path_str};
-use lnk_tests::serve::{ANSWER, link_run};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{procs_args, start, stop, stopped_run};
 
 /// `nobody`'s uid and gid.
 const NOBODY: u32 = 65534;

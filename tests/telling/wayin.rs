@@ -17,7 +17,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use serde_json::{Value, json};
 
 use crate::disk::supervise_cli;
-use lnk_tests::runs::poll;
+use lnk_tests::procs::poll;
 use lnk_tests::sandbox::path_str;
 
 /// The agent the tests' serves tell as (`--as`).
