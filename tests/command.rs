@@ -12,6 +12,9 @@
 /// its group, and a call killed at any step of its start leaves nothing.
 #[path = "command/containment.rs"]
 mod contained;
+/// Item 4: the `command` tool's `dir` — confined to `--files`, resolved once.
+#[path = "command/dir.rs"]
+mod dir;
 /// Item 2: `serve` and its flags, and each refusal to start.
 #[path = "command/flags.rs"]
 mod flags;
@@ -24,6 +27,6 @@ mod limits;
 /// Item 3: MCP over stdio in both eras, and JSON-RPC errors.
 #[path = "command/protocol.rs"]
 mod protocol;
-/// Item 4: the `command` tool — what runs, where, with what input and environment.
+/// Item 4: the `command` tool — what runs, with what input and environment.
 #[path = "command/tool.rs"]
 mod tool;
