@@ -23,7 +23,7 @@ pub fn target_tmp() -> PathBuf {
 }
 
 /// This package's helper binary `name`, which `cargo test` builds beside the test executables.
-pub fn helper(name: &str) -> PathBuf {
+fn helper(name: &str) -> PathBuf {
     let bin = target_dir().join(name);
     assert!(
         bin.is_file(),
