@@ -5,8 +5,8 @@
 //! completes with a result whose `structuredContent` validates against `start`'s `outputSchema`,
 //! that `tasks/cancel` brings a `sleep` to `cancelled`, and that a task started by one serve is
 //! completed for a second serve on the same state folder once the first has exited. The checks
-//! live in `conformance/tasks_client.mjs`; this test builds serve's command line and runs the
-//! script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
+//! live in `conformance/tasks_client.mjs` (its reporting and small helpers in `tasks_report.mjs`);
+//! this test builds serve's command line and runs the script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
 //! README's recommended sandbox line.
 //!
 //! The packages (`conformance/package.json`, locked) are installed by `conformance/install.sh`
