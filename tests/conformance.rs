@@ -2,8 +2,9 @@
 //! 2.3.0) drives `lnk-link-run serve` over stdio in each era it speaks ("auto", which probes
 //! `server/discover`, "legacy", the `initialize` handshake, and "2026-07-28" pinned). The checks
 //! live in `conformance/sdk_client.py` (the background tools' in `sdk_background.py`, what both
-//! share in `sdk_checks.py`); this test builds the server's command line and runs the script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
-//! README's recommended sandbox line.
+//! share in `sdk_checks.py`); this test builds the server's command line and runs the script,
+//! once with the tests' pass-through sandbox prefix and once under bubblewrap with the README's
+//! recommended sandbox line.
 //!
 //! The Python interpreter comes from `LNK_SDK_PYTHON`, else `<workspace>/.venv/bin/python` (which
 //! `.ci/run` creates with `pip install mcp==2.3.0 jsonschema`). Without a Python that has `mcp` the

@@ -6,8 +6,8 @@
 //! that `tasks/cancel` brings a `sleep` to `cancelled`, and that a task started by one serve is
 //! completed for a second serve on the same state folder once the first has exited. The checks
 //! live in `conformance/tasks_client.mjs` (its reporting and small helpers in `tasks_report.mjs`);
-//! this test builds serve's command line and runs the script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
-//! README's recommended sandbox line.
+//! this test builds serve's command line and runs the script, once with the tests' pass-through
+//! sandbox prefix and once under bubblewrap with the README's recommended sandbox line.
 //!
 //! The packages (`conformance/package.json`, locked) are installed by `conformance/install.sh`
 //! into a cache folder outside the repository (`$LNK_CONFORMANCE_CACHE`, by default
