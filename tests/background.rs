@@ -1,8 +1,8 @@
 //! End-to-end tests of background runs (issue 3, "How it is shown"): `serve --state` with the
 //! `start`, `list`, `read` and `stop` tools, and `lnk-link-supervise` running each run, driven as
 //! real processes. Each test body runs twice: through the pass-through prefix
-//! `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`, skipped with a line
-//! on stderr when `bwrap` is missing, failing then with `LNK_REQUIRE_SANDBOX=1`).
+//! `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`, failing when `bwrap`
+//! is missing, skipped then with a line on stderr with `LNK_ALLOW_SKIP=1`).
 //!
 //! Processes are found in `/proc`: a run's program by a unique marker among its arguments, its
 //! supervisor by the run id in its command line, its group by the record's `group.pgid`. Every
@@ -12,27 +12,6 @@
 //! `lnk-link-run` and `lnk-link-supervise` built in the same target folder; `cargo test` from the
 //! root builds both).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-// The shared support: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/containment.rs"]
-mod containment;
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// The tests' own support: the background flags, the tools, records, groups and descriptors.
-#[path = "background/runs.rs"]
-mod runs;
 
 /// The caps: `--background` under racing starts, `--background-timeout`,
 /// `--background-output` with rotation, and the refusals (no thread, `--hops`).

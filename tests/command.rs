@@ -1,31 +1,20 @@
 //! End-to-end tests of `lnk-link-run serve` and the `command` tool (issue 2, "What must work"
 //! items 2–7), driving the real binaries as processes. Each test body runs twice: through the
 //! pass-through prefix `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`,
-//! skipped with a line on stderr when `bwrap` is missing, failing then with
-//! `LNK_REQUIRE_SANDBOX=1`).
+//! failing when `bwrap` is missing, skipped then with a line on stderr with
+//! `LNK_ALLOW_SKIP=1`).
 //!
 //! Run: `cargo test -p lnk-tests --test command` (it needs `lnk-link-run` built in the same
 //! target folder: `cargo test` from the root, or `cargo build -p lnk-link-run` first).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// Shared with the background tests: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/containment.rs"]
-mod containment;
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[path = "support/serve.rs"]
-mod serve;
-
 /// Containment (issues 10 and 12): nothing of a call outlives it, however its processes leave
 /// its group, and a call killed at any step of its start leaves nothing.
 #[path = "command/containment.rs"]
 mod contained;
+/// Item 4: the `command` tool's `dir` — confined to `--files`, resolved once.
+#[path = "command/dir.rs"]
+mod dir;
 /// Item 2: `serve` and its flags, and each refusal to start.
 #[path = "command/flags.rs"]
 mod flags;
@@ -38,6 +27,6 @@ mod limits;
 /// Item 3: MCP over stdio in both eras, and JSON-RPC errors.
 #[path = "command/protocol.rs"]
 mod protocol;
-/// Item 4: the `command` tool — what runs, where, with what input and environment.
+/// Item 4: the `command` tool — what runs, with what input and environment.
 #[path = "command/tool.rs"]
 mod tool;

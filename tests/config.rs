@@ -6,21 +6,8 @@
 //! machine without bubblewrap write nothing and say why. Each test has its own HOME.
 //!
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test config` (the bubblewrap
-//! halves skip without `bwrap`, and fail then with `LNK_REQUIRE_SANDBOX=1`).
+//! halves fail without `bwrap`, and skip then with `LNK_ALLOW_SKIP=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/procs.rs"]
-#[allow(dead_code)]
-mod procs;
-#[path = "support/readme.rs"]
-#[allow(dead_code)]
-mod readme;
-#[path = "support/sandbox.rs"]
-#[allow(unused)]
-mod sandbox;
-#[path = "support/serve.rs"]
-#[allow(dead_code)]
-mod serve;
 
 /// A private HOME, serve's flags as a person types them, and starting an entry as a host does.
 #[path = "config/home.rs"]
@@ -38,7 +25,8 @@ mod write;
 use crate::home::{
     HOSTS, Home, assert_host_settings, flags, passthrough, printed_entry, start_entry, strings,
 };
-use crate::sandbox::{Sandbox, path_str};
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::{bins, readme};
 use std::path::PathBuf;
 
 #[test]
@@ -52,7 +40,7 @@ fn each_host_gets_its_own_format_and_serve_starts_with_exactly_that() {
         let (_, entry) = printed_entry(host, &out);
         assert_eq!(
             entry["command"].as_str().map(PathBuf::from),
-            Some(serve::link_run().canonicalize().unwrap()),
+            Some(bins::link_run().canonicalize().unwrap()),
             "{host}: the entry starts this lnk-link-run by its absolute path"
         );
         assert_host_settings(host, &entry);

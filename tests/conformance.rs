@@ -1,14 +1,16 @@
 //! Conformance with a real MCP client that nobody here wrote: the official Python SDK (`mcp`
 //! 2.3.0) drives `lnk-link-run serve` over stdio in each era it speaks ("auto", which probes
 //! `server/discover`, "legacy", the `initialize` handshake, and "2026-07-28" pinned). The checks
-//! live in `conformance/sdk_client.py`; this test builds the server's command line and runs the
-//! script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
-//! README's recommended sandbox line.
+//! live in `conformance/sdk_client.py` (the background tools' in `sdk_background.py`, what both
+//! share in `sdk_checks.py`); this test builds the server's command line and runs the script,
+//! once with the tests' pass-through sandbox prefix and once under bubblewrap with the README's
+//! recommended sandbox line.
 //!
 //! The Python interpreter comes from `LNK_SDK_PYTHON`, else `<workspace>/.venv/bin/python` (which
 //! `.ci/run` creates with `pip install mcp==2.3.0 jsonschema`). Without a Python that has `mcp` the
-//! test prints "skipped: ..." and passes, unless `LNK_REQUIRE_SDK=1`; without `/usr/bin/bwrap`
-//! the bubblewrap run does the same, unless `LNK_REQUIRE_SANDBOX=1`.
+//! test fails; with `LNK_ALLOW_SKIP=1` it prints "skipped: ..." and passes, unless
+//! `LNK_REQUIRE_SDK=1`. Without `/usr/bin/bwrap` the bubblewrap run does the same, with
+//! `LNK_REQUIRE_SANDBOX=1` in place of `LNK_REQUIRE_SDK=1`.
 //!
 //! `LNK_SDK_TRACE=<file>` makes the script log every line on the wire to `<file>.passthrough` and
 //! `<file>.bwrap`; without it, a failure reruns the failing era(s) with such a log and prints it.
@@ -20,42 +22,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
+use lnk_tests::bins::target_dir;
+use lnk_tests::readme;
+use lnk_tests::skip::skip_required_by;
 
 /// The whole script (three eras) must end well within this; it bounds each era at 90 s itself.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(360);
-
-/// `target/<profile>/`: the test executable is `target/<profile>/deps/conformance-<hash>`.
-fn binaries_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("target/<profile>/deps");
-    deps.parent().expect("target/<profile>").to_path_buf()
-}
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ lies in the workspace")
         .to_path_buf()
-}
-
-fn required(var: &str) -> bool {
-    std::env::var_os(var).is_some_and(|v| v == "1")
-}
-
-/// Passes the test with a "skipped" line, or fails it when `require_var` is `1`.
-fn skip(require_var: &str, why: &str) {
-    assert!(
-        !required(require_var),
-        "{why}, and {require_var}=1 requires this test to run"
-    );
-    // Not `eprintln!`, which the test harness captures and shows only for a failure: a
-    // person running `cargo test` must see that the conformance run did not happen.
-    let line =
-        format!("skipped: conformance: {why} (set {require_var}=1 to make this a failure)\n");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 /// The Python that has the SDK, or why there is none.
@@ -98,7 +76,7 @@ fn run_script(
     trace: Option<&Path>,
 ) -> (bool, String, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/sdk_client.py");
-    let serve = binaries_dir().join("lnk-link-run");
+    let serve = target_dir().join("lnk-link-run");
     assert!(
         serve.is_file(),
         "{} is missing: cargo test builds it",
@@ -174,7 +152,7 @@ fn run_script(
 fn conform(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) {
     let python = match sdk_python() {
         Ok(python) => python,
-        Err(why) => return skip("LNK_REQUIRE_SDK", &why),
+        Err(why) => return skip_required_by("LNK_REQUIRE_SDK", &why),
     };
     let folder = tempfile::tempdir().expect("a files folder");
     let files = folder
@@ -231,7 +209,7 @@ fn conform(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>
 
 #[test]
 fn sdk_client_without_sandbox() {
-    let passthrough = binaries_dir().join("lnk-test-passthrough");
+    let passthrough = target_dir().join("lnk-test-passthrough");
     assert!(
         passthrough.is_file(),
         "{} is missing: cargo test builds it",
@@ -247,7 +225,7 @@ fn sdk_client_without_sandbox() {
 fn sdk_client_under_bubblewrap() {
     let probe = readme::recommended_sandbox(Path::new("/"), &[]);
     if !Path::new(&probe[0]).is_file() {
-        return skip("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
+        return skip_required_by("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
     }
     // The README's recommended line, as a person copies it.
     conform("bwrap", false, |files| {

@@ -6,30 +6,12 @@
 //!
 //! The pids are cycled for real: `/proc/sys/kernel/ns_last_pid` is set to the id before it (as
 //! root), else processes are started until the counter reaches it; where neither can be done the
-//! test says `skipped:` on stderr. This process is made a child subreaper, so that the run's
-//! processes are reaped here once killed (an init that does not reap would keep their ids taken),
-//! which is why the test is a binary of its own.
+//! test fails, or with `LNK_ALLOW_SKIP=1` says `skipped:` on stderr. This process is made a
+//! child subreaper, so that the run's processes are reaped here once killed (an init that does
+//! not reap would keep their ids taken), which is why the test is a binary of its own.
 //!
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test reuse`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// The background tests' support: flags, tools, records, groups.
-#[allow(dead_code)]
-#[path = "background/runs.rs"]
-mod runs;
 
 /// The test itself.
 #[path = "reuse/daemon.rs"]

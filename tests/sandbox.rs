@@ -2,30 +2,11 @@
 //! resolves the sandbox program once, through absolute `PATH` folders only, and starts the
 //! sandbox with an empty environment), and, each attack first reproduced as a real process, that
 //! it now fails. Each test body runs through the pass-through prefix and under bubblewrap with the
-//! README's recommended line (`name::bwrap`, skipped with a line on stderr when `bwrap` is
-//! missing, failing then with `LNK_REQUIRE_SANDBOX=1`).
+//! README's recommended line (`name::bwrap`, failing when `bwrap` is
+//! missing, skipped then with a line on stderr with `LNK_ALLOW_SKIP=1`).
 //!
 //! Run: `cargo build --workspace && cargo test -p lnk-tests --test sandbox`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-// The shared support: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// Background runs' support, shared with `tests/background.rs`.
-#[allow(dead_code)]
-#[path = "background/runs.rs"]
-mod runs;
 
 /// The sandbox check: `lnk-link-run check`, serve's refusals and warnings.
 #[path = "sandbox/check.rs"]

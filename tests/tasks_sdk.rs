@@ -5,16 +5,17 @@
 //! completes with a result whose `structuredContent` validates against `start`'s `outputSchema`,
 //! that `tasks/cancel` brings a `sleep` to `cancelled`, and that a task started by one serve is
 //! completed for a second serve on the same state folder once the first has exited. The checks
-//! live in `conformance/tasks_client.mjs`; this test builds serve's command line and runs the
-//! script, once with the tests' pass-through sandbox prefix and once under bubblewrap with the
-//! README's recommended sandbox line.
+//! live in `conformance/tasks_client.mjs` (its reporting and small helpers in `tasks_report.mjs`);
+//! this test builds serve's command line and runs the script, once with the tests' pass-through
+//! sandbox prefix and once under bubblewrap with the README's recommended sandbox line.
 //!
 //! The packages (`conformance/package.json`, locked) are installed by `conformance/install.sh`
 //! into a cache folder outside the repository (`$LNK_CONFORMANCE_CACHE`, by default
 //! `~/.cache/lnk-link-run/conformance`), which also picks Node 20 or newer (`$LNK_NODE`, npm's
 //! Node 22 in that cache or the hosts' cache, or `node` on PATH). Without npm, the registry or a
-//! Node the test prints "skipped: ..." and passes, unless `LNK_REQUIRE_SDK=1`; without
-//! `/usr/bin/bwrap` the bubblewrap run does the same, unless `LNK_REQUIRE_SANDBOX=1`.
+//! Node the test fails; with `LNK_ALLOW_SKIP=1` it prints "skipped: ..." and passes, unless
+//! `LNK_REQUIRE_SDK=1`. Without `/usr/bin/bwrap` the bubblewrap run does the same, with
+//! `LNK_REQUIRE_SANDBOX=1` in place of `LNK_REQUIRE_SDK=1`.
 //!
 //! Nothing is left running: after the script, no process may carry the test's temporary folder
 //! or the cancelled `sleep`'s unique argument in its command line; whatever does is stopped and
@@ -35,9 +36,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
+use lnk_tests::bins::target_dir;
+use lnk_tests::readme;
+use lnk_tests::skip::skip_required_by;
 
 /// npm may download Node itself on a fresh machine.
 const INSTALL_DEADLINE: Duration = Duration::from_secs(900);
@@ -50,31 +51,8 @@ const BACKGROUND_TIMEOUT: &str = "5m";
 const BACKGROUND_KEEP: &str = "1h";
 const TTL_MS: u64 = (5 * 60 + 60 * 60) * 1000;
 
-/// `target/<profile>/`: the test executable is `target/<profile>/deps/tasks_sdk-<hash>`.
-fn binaries_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("target/<profile>/deps");
-    deps.parent().expect("target/<profile>").to_path_buf()
-}
-
 fn here() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn required(var: &str) -> bool {
-    std::env::var_os(var).is_some_and(|v| v == "1")
-}
-
-/// Passes the test with a "skipped" line, or fails it when `require_var` is `1`.
-fn skip(require_var: &str, why: &str) {
-    assert!(
-        !required(require_var),
-        "{why}, and {require_var}=1 requires this test to run"
-    );
-    // Not `eprintln!`, which the test harness captures and shows only for a failure: a
-    // person running `cargo test` must see that the run did not happen.
-    let line = format!("skipped: tasks_sdk: {why} (set {require_var}=1 to make this a failure)\n");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 /// A finished command: how it ended (`None`: killed at its deadline), its stdout and stderr.
@@ -213,7 +191,7 @@ fn leave_nothing(folder: &str, argument: &str, state: &Path) -> Vec<(i32, String
             return left;
         }
         if Instant::now() > deadline {
-            let supervise = binaries_dir().join("lnk-link-supervise");
+            let supervise = target_dir().join("lnk-link-supervise");
             let _ = run(
                 Command::new(&supervise)
                     .arg("stop")
@@ -236,9 +214,9 @@ fn leave_nothing(folder: &str, argument: &str, state: &Path) -> Vec<(i32, String
 fn tasks(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) {
     let client = match client() {
         Ok(client) => client,
-        Err(why) => return skip("LNK_REQUIRE_SDK", &why),
+        Err(why) => return skip_required_by("LNK_REQUIRE_SDK", &why),
     };
-    let serve = binaries_dir().join("lnk-link-run");
+    let serve = target_dir().join("lnk-link-run");
     assert!(
         serve.is_file(),
         "{} is missing: cargo test builds it",
@@ -310,7 +288,7 @@ fn tasks(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) 
 
 #[test]
 fn tasks_sdk_without_sandbox() {
-    let passthrough = binaries_dir().join("lnk-test-passthrough");
+    let passthrough = target_dir().join("lnk-test-passthrough");
     assert!(
         passthrough.is_file(),
         "{} is missing: cargo test builds it",
@@ -326,7 +304,7 @@ fn tasks_sdk_without_sandbox() {
 fn tasks_sdk_under_bubblewrap() {
     let probe = readme::recommended_sandbox(Path::new("/"), &[]);
     if !Path::new(&probe[0]).is_file() {
-        return skip("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
+        return skip_required_by("LNK_REQUIRE_SANDBOX", &format!("{} is not there", probe[0]));
     }
     // The README's recommended line, as a person copies it.
     tasks("bwrap", false, |files| {

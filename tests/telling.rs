@@ -2,8 +2,8 @@
 //! told through the way in, exactly once and signed; `lnk-link-supervise sweep` after crashes
 //! (lost runs, the pid-reuse guard, the ten minutes of retries, the keep); `stop --state` and
 //! `remove --state`; a bad keyring. Each test body runs through the pass-through prefix and
-//! under bubblewrap (`name::bwrap`, skipped with a line on stderr when `bwrap` is missing,
-//! failing then with `LNK_REQUIRE_SANDBOX=1`).
+//! under bubblewrap (`name::bwrap`, failing when `bwrap` is missing,
+//! skipped then with a line on stderr with `LNK_ALLOW_SKIP=1`).
 //!
 //! The way in is a stand-in written here ([`wayin`]): a Unix socket in the test's folder that
 //! verifies each message's ed25519 signature against the agent's `.pub` (made by
@@ -13,26 +13,6 @@
 //! `lnk-link-run` and `lnk-link-supervise` built in the same target folder; `cargo test` from the
 //! root builds both).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-// The shared support: this file uses only part of it.
-#[allow(dead_code)]
-#[path = "support/procs.rs"]
-mod procs;
-#[allow(dead_code)]
-#[path = "support/readme.rs"]
-mod readme;
-#[allow(dead_code)]
-#[path = "support/sandbox.rs"]
-mod sandbox;
-#[allow(dead_code)]
-#[path = "support/serve.rs"]
-mod serve;
-
-/// Background runs' support (the state folder beside `files/`, the tools, the records, the
-/// cleanup guard), shared with `tests/background.rs`.
-#[allow(dead_code)]
-#[path = "background/runs.rs"]
-mod runs;
 
 /// The tests' side of the state folder: a keyring, `sweep`/`stop`/`remove`, records edited
 /// under their lock, decoy processes.

@@ -12,6 +12,7 @@ mod stop_all;
 mod strays;
 mod supervise;
 mod sweep;
+mod sweep_one;
 mod tell;
 
 use std::path::PathBuf;

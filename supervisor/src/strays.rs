@@ -9,7 +9,7 @@ use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use lnk_common::strays;
 
-use crate::sweep::{Report, Tidy, sweep_one};
+use crate::sweep_one::{Report, Tidy, sweep_one};
 
 /// Looks at the folder's top level if it changed since the last look.
 pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
@@ -17,7 +17,10 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
         Ok(Some(look)) => look,
         Ok(None) => return,
         Err(err) => {
-            tracing::warn!("looking for records that no index names: {err}");
+            tracing::warn!(
+                "looking for records that no index names: {}",
+                lnk_common::Causes(&err)
+            );
             return;
         }
     };
@@ -25,7 +28,10 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
     let ids = match look.unindexed(state) {
         Ok(ids) => ids,
         Err(err) => {
-            tracing::warn!("looking for records that no index names: {err}");
+            tracing::warn!(
+                "looking for records that no index names: {}",
+                lnk_common::Causes(&err)
+            );
             return;
         }
     };
@@ -36,7 +42,9 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
                     tracing::warn!(%id, state = %record.status.state(), "a record that no index named is indexed");
                     report.indexed += 1;
                 }
-                Err(err) => tracing::warn!(%id, "indexing a record that no index named: {err}"),
+                Err(err) => {
+                    tracing::warn!(%id, "indexing a record that no index named: {}", lnk_common::Causes(&err))
+                }
             },
             // Removed since the folder was read.
             Err(err) if err.is_not_found() => {}
@@ -47,6 +55,9 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
         }
     }
     if let Err(err) = look.done(state) {
-        tracing::warn!("noting the look for records that no index names: {err}");
+        tracing::warn!(
+            "noting the look for records that no index names: {}",
+            lnk_common::Causes(&err)
+        );
     }
 }

@@ -10,13 +10,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Bg, Flags, PROMPT, WRITE, listed, meta, procs_args, read, read_ok, send_tool, start, started,
-    stop, stopped_run, tool, unit, wait_ended, wait_group_gone, wait_no_supervisor,
+use lnk_tests::bins::write;
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::procs::{wait_group_gone, wait_no_supervisor};
+use lnk_tests::results::{is_error, ok, structured, text};
+use lnk_tests::runs::{Bg, Flags, unit};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::tools::{
+    PROMPT, listed, meta, procs_args, read, read_ok, send_tool, start, started, stop, stopped_run,
+    tool, wait_ended,
 };
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Serve, is_error, ok, structured, text};
 
 both_sandboxes!(
     racing_starts_never_exceed_background,
@@ -295,7 +299,7 @@ fn output_cap_bounds_the_file_and_offsets_stay_true(sandbox: Sandbox) {
     );
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", script, "sh", WRITE, "/usr/bin/sleep"]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", write(), "/usr/bin/sleep"]}),
     );
     // Read on while it writes: through next_offset, and the tail.
     let (mut offset, mut reads, mut rotated_reads, mut refusals) = (0u64, 0u32, 0u32, 0u32);
@@ -423,7 +427,7 @@ fn refusals_at_hops_and_starts_without_a_thread(sandbox: Sandbox) {
         );
     }
     assert!(
-        crate::procs::with_marker(&mark).is_empty(),
+        lnk_tests::procs::with_marker(&mark).is_empty(),
         "a refused start ran"
     );
     assert_eq!(

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::json;
 
-use crate::procs::{alive, wait_for_role, wait_gone, with_marker};
-use crate::runs::{
-    Bg, Flags, PROCS, fd_targets, listed, procs_args, signal, start, stop, stopped_run,
-    wait_group_gone, wait_no_supervisor, wait_supervisor,
-};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::ANSWER;
+use lnk_tests::bins::procs;
+use lnk_tests::procs::{alive, wait_for_role, wait_gone, with_marker};
+use lnk_tests::procs::{fd_targets, signal, wait_group_gone, wait_no_supervisor, wait_supervisor};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{listed, procs_args, start, stop, stopped_run};
 
 both_sandboxes!(
     supervisor_sigterm_records_lost,
@@ -78,7 +78,7 @@ fn supervisor_sigkill_before_the_gate_opens_runs_nothing(sandbox: Sandbox) {
     let script = ": > \"$1\"; exec \"$2\" linger \"$1\" 120";
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", script, "sh", mark, PROCS]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", mark, procs()]}),
     );
     let ran_file: PathBuf = bg.setup.files.join(&mark);
     // The program's processes: anything with the marker but the gate (whose command line
@@ -218,7 +218,7 @@ fn supervisor_sigterm_before_the_gate_opens_runs_nothing(sandbox: Sandbox) {
     let script = ": > \"$1\"; exec \"$2\" linger \"$1\" 120";
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", script, "sh", mark, PROCS]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", mark, procs()]}),
     );
     let ran_file: PathBuf = bg.setup.files.join(&mark);
     let (pgid, leader) = bg.group(&id);
@@ -257,7 +257,7 @@ fn list_and_stop_sweep_a_run_whose_supervisor_died(sandbox: Sandbox) {
     wait_no_supervisor(&id, Duration::from_secs(5));
     // Its command line goes before its descriptors do: only a zombie has surely let go of the
     // run's lock.
-    assert!(crate::procs::wait_dead(
+    assert!(lnk_tests::procs::wait_dead(
         supervisor.pid,
         Duration::from_secs(5)
     ));
@@ -300,9 +300,9 @@ fn a_supervisor_killed_as_its_sandbox_starts_leaves_nothing(sandbox: Sandbox) {
         let kill_at = answered + Duration::from_micros(below(30_000));
         // The supervisor itself, not the first process that forks it away from serve.
         let mut supervisor = None;
-        let found = crate::runs::poll(ANSWER, || {
-            supervisor = crate::runs::supervisors(&id).into_iter().find(|p| {
-                crate::containment::parent_of(p.pid).is_some_and(|parent| parent != serve_pid)
+        let found = lnk_tests::procs::poll(ANSWER, || {
+            supervisor = lnk_tests::procs::supervisors(&id).into_iter().find(|p| {
+                lnk_tests::containment::parent_of(p.pid).is_some_and(|parent| parent != serve_pid)
             });
             supervisor.is_some()
         });
@@ -319,7 +319,7 @@ fn a_supervisor_killed_as_its_sandbox_starts_leaves_nothing(sandbox: Sandbox) {
             }
         }
         assert!(
-            crate::procs::wait_dead(supervisor.pid, ANSWER),
+            lnk_tests::procs::wait_dead(supervisor.pid, ANSWER),
             "trial {trial}: the supervisor lives"
         );
         crate::contained::sweep(&bg);

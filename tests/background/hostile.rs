@@ -9,13 +9,17 @@ use std::time::Duration;
 use rustix::fs::{CWD, FileType, Mode, mknodat};
 use serde_json::json;
 
-use crate::procs::wait_gone;
-use crate::runs::{
-    Bg, Flags, PROCS, PROMPT, WRITE, list_within, listed, meta, poll, read, snapshot, start,
-    started, stop, stopped_run, supervisors, tool_within, wait_ended, wait_no_supervisor,
+use lnk_tests::bins::{procs, write};
+use lnk_tests::procs::wait_gone;
+use lnk_tests::procs::{poll, supervisors, wait_no_supervisor};
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::{Bg, Flags, snapshot};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{
+    PROMPT, list_within, listed, meta, read, start, started, stop, stopped_run, tool_within,
+    wait_ended,
 };
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, is_error, text};
 
 both_sandboxes!(
     background_folder_linked_outside,
@@ -71,7 +75,7 @@ fn background_folder_linked_outside(sandbox: Sandbox) {
     let result = tool_within(
         &mut serve,
         "start",
-        json!({"program": "sh", "args": ["-c", script, "sh", mark, PROCS]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", mark, procs()]}),
         Some(meta(None)),
         PROMPT,
     );
@@ -122,7 +126,7 @@ fn swap(out: &Path, how: Swap, outside: &Outside) {
 
 /// Reads the run every way, each answered promptly (the helper fails after [`PROMPT`]), and
 /// never with the outside file's bytes.
-fn read_safely(serve: &mut crate::serve::Serve, id: &str, outside: &Outside) {
+fn read_safely(serve: &mut lnk_tests::serve::Serve, id: &str, outside: &Outside) {
     for args in [
         json!({"id": id}),
         json!({"id": id, "offset": 0}),
@@ -155,7 +159,7 @@ fn output_swapped_while_running(sandbox: Sandbox, how: Swap) {
     let id = started(&tool_within(
         &mut serve,
         "start",
-        json!({"program": "sh", "args": ["-c", script, "sh", WRITE, mark, "/usr/bin/sleep"]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", write(), mark, "/usr/bin/sleep"]}),
         Some(meta(None)),
         PROMPT,
     ));

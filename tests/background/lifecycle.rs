@@ -5,14 +5,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::procs::{alive, wait_for_role, wait_gone};
-use crate::runs::{
-    Bg, Flags, PROCS, WRITE, is_rfc3339, list, listed, meta, pattern, poll, procs_args, read,
-    read_ok, send_tool, snapshot, start, started, stays_alive, stop, stopped_run, supervisors,
-    tool, unit, wait_ended, wait_group_gone, wait_no_supervisor, wait_supervisor,
+use lnk_tests::bins::{procs, write};
+use lnk_tests::procs::{alive, wait_for_role, wait_gone};
+use lnk_tests::procs::{
+    poll, stays_alive, supervisors, wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, is_error, text};
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::{Bg, Flags, pattern, snapshot, unit};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{
+    is_rfc3339, list, listed, meta, procs_args, read, read_ok, send_tool, start, started, stop,
+    stopped_run, tool, wait_ended,
+};
 
 both_sandboxes!(
     a_run_outlives_the_call_and_serve,
@@ -147,7 +152,7 @@ fn read_gives_the_tail_and_offsets(sandbox: Sandbox) {
     );
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", script, "sh", WRITE, PROCS, mark]}),
+        json!({"program": "sh", "args": ["-c", script, "sh", write(), procs(), mark]}),
     );
     wait_for_role(&mark, "linger", ANSWER);
     // Everything is written once the program lingers; the copy to the file may lag a little.
@@ -253,7 +258,7 @@ fn stop_leaves_no_process(sandbox: Sandbox) {
     wait_group_gone(pgid, Duration::from_secs(3));
     assert!(!alive(child.pid) && !alive(parent.pid) && !alive(leader));
     wait_no_supervisor(&id, Duration::from_secs(5));
-    assert!(crate::procs::wait_dead(
+    assert!(lnk_tests::procs::wait_dead(
         supervisor.pid,
         Duration::from_secs(5)
     ));

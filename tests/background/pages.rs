@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::runs::{Bg, Flags, procs_args, start, stop, stopped_run, tool, wait_ended};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{Serve, is_error, structured, text};
+use lnk_tests::results::{is_error, structured, text};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::Serve;
+use lnk_tests::tools::{procs_args, start, stop, stopped_run, tool, wait_ended};
 
 both_sandboxes!(
     pages_run_newest_first_and_follow_on,

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::procs::{wait_for_role, wait_gone, with_marker};
-use crate::runs::{
-    Bg, Flags, PROMPT, fd_targets, link_supervise, list_within, meta, poll, procs_args, start,
-    stop, stopped_run, tool, wait_no_supervisor, wait_supervisor,
-};
-use crate::sandbox::{Sandbox, path_str};
-use crate::serve::{ANSWER, is_error};
+use lnk_tests::bins::link_supervise;
+use lnk_tests::procs::{fd_targets, poll, wait_no_supervisor, wait_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone, with_marker};
+use lnk_tests::results::is_error;
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{PROMPT, list_within, meta, procs_args, start, stop, stopped_run, tool};
 
 /// The threads of `pid`.
 fn threads(pid: i32) -> usize {
@@ -158,7 +159,7 @@ fn a_start_is_never_refused_because_a_lock_is_being_tested() {
             refused.push(result);
             continue;
         }
-        let id = crate::runs::started(&result);
+        let id = lnk_tests::tools::started(&result);
         bg.wait_record(&id, ANSWER, |r| r["status"]["state"] != "running");
         wait_no_supervisor(&id, ANSWER);
     }

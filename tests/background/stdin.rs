@@ -6,13 +6,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::procs::wait_gone;
-use crate::runs::{
-    Bg, Flags, PROMPT, poll, read_ok, sigkill, sleeps, start, stop, tool_within, wait_ended,
-    wait_group_gone, wait_no_supervisor, wait_supervisor,
+use lnk_tests::procs::wait_gone;
+use lnk_tests::procs::{
+    poll, sigkill, sleeps, wait_group_gone, wait_no_supervisor, wait_supervisor,
 };
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Serve, is_error, structured, text};
+use lnk_tests::results::{is_error, structured, text};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::tools::{PROMPT, read_ok, start, stop, tool_within, wait_ended};
 
 both_sandboxes!(
     input_reaches_the_program_then_ends,
@@ -51,7 +53,7 @@ pub fn written(serve: &mut Serve, id: &str, text: &str, eof: bool) -> u64 {
 pub fn refused(serve: &mut Serve, id: &str, text: &str, eof: bool) -> String {
     let result = write(serve, id, text, eof);
     assert!(is_error(&result), "write was not refused: {result}");
-    crate::serve::text(&result)
+    lnk_tests::results::text(&result)
 }
 
 /// Polls `read` (from offset 0) until the run's output holds `needle`, and returns it.
@@ -229,7 +231,7 @@ fn a_program_that_does_not_read_is_not_waited_for(sandbox: Sandbox) {
         why.contains("took 0 of 9 bytes") && why.contains("not reading"),
         "{why}"
     );
-    let run = crate::runs::stopped_run(&stop(&mut serve, &id));
+    let run = lnk_tests::tools::stopped_run(&stop(&mut serve, &id));
     assert_eq!(run["state"], "stopped", "{run}");
 }
 
@@ -241,7 +243,7 @@ fn a_killed_supervisor_leaves_no_channel(sandbox: Sandbox) {
         &mut serve,
         json!({"program": "lnk-test-procs", "args": ["linger", mark, "120"], "interactive": true}),
     );
-    crate::procs::wait_for_role(&mark, "linger", ANSWER);
+    lnk_tests::procs::wait_for_role(&mark, "linger", ANSWER);
     let supervisor = wait_supervisor(&id, ANSWER);
     assert!(
         poll(ANSWER, || channel(&bg, &id).exists()),
@@ -249,7 +251,7 @@ fn a_killed_supervisor_leaves_no_channel(sandbox: Sandbox) {
     );
     let (pgid, _) = bg.group(&id);
     sigkill(supervisor.pid);
-    let _ = crate::procs::wait_dead(supervisor.pid, ANSWER);
+    let _ = lnk_tests::procs::wait_dead(supervisor.pid, ANSWER);
     // The channel is there still, with no one behind it: a `write` sweeps the orphan first
     // and says it was lost, at once.
     assert!(channel(&bg, &id).exists());
@@ -314,7 +316,7 @@ fn no_other_program_or_user_reaches_a_channel(sandbox: Sandbox) {
             "{lines}"
         );
     } else {
-        crate::sandbox::say_skipped("another user's attempt needs root, to run it as nobody");
+        lnk_tests::skip::skip("another user's attempt needs root, to run it as nobody");
     }
     // The victim's stdin took nothing of all that.
     written(&mut serve, &victim, "echo still-clean\n", true);

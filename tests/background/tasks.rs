@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Bg, Flags, procs_args, read_ok, signal, stop, stopped_run, tool, wait_no_supervisor,
-    wait_supervisor,
-};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Era, Serve, error_code, is_error, modern_meta, ok, structured, text};
+use lnk_tests::procs::{signal, wait_no_supervisor, wait_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::results::{error_code, is_error, modern_meta, ok, structured, text};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{ANSWER, Era, Serve};
+use lnk_tests::tools::{procs_args, read_ok, stop, stopped_run, tool};
 
 both_sandboxes!(
     a_declared_start_is_a_task_that_completes,
@@ -78,7 +78,7 @@ fn is_a_task(task: &Value, id: &str, result_type: &str) {
     assert_eq!(task["resultType"], result_type, "{task}");
     assert_eq!(task["taskId"], id, "{task}");
     for key in ["createdAt", "lastUpdatedAt"] {
-        assert!(crate::runs::is_rfc3339(&task[key]), "{key}: {task}");
+        assert!(lnk_tests::tools::is_rfc3339(&task[key]), "{key}: {task}");
     }
     assert!(task["ttlMs"].as_u64().is_some_and(|ttl| ttl > 0), "{task}");
     assert!(
@@ -207,7 +207,7 @@ fn never_a_task_unless_asked(sandbox: Sandbox) {
     let mut serve = modern(&bg, &Flags::default());
     let plain = tool(&mut serve, "start", procs_args("linger", &mark, 60), None);
     assert!(plain.get("taskId").is_none(), "{plain}");
-    let id = crate::runs::started(&plain);
+    let id = lnk_tests::tools::started(&plain);
     // A task request that does not declare the extension is refused as the extension says.
     let id_value = serve.fresh_id();
     let mut params = json!({"taskId": id});
@@ -245,7 +245,7 @@ fn never_a_task_unless_asked(sandbox: Sandbox) {
         Some(capabilities),
     );
     assert!(result.get("taskId").is_none(), "{result}");
-    let id = crate::runs::started(&result);
+    let id = lnk_tests::tools::started(&result);
     let got = old.request("tasks/get", json!({"taskId": id}));
     assert_eq!(error_code(&got), -32601, "{got}");
     assert_eq!(stopped_run(&stop(&mut old, &id))["state"], "stopped");
@@ -308,7 +308,7 @@ fn a_cancelled_task_reads_cancelled_and_leaves_nothing(sandbox: Sandbox) {
     assert!(done.get("result").is_none(), "{done}");
     wait_gone(&mark, Duration::from_secs(10));
     wait_no_supervisor(&id, Duration::from_secs(10));
-    assert!(!crate::procs::alive(supervisor.pid));
+    assert!(!lnk_tests::procs::alive(supervisor.pid));
     // A second cancel, and an update, of the ended task: empty answers, nothing changes.
     ok(&declared(&mut serve, "tasks/cancel", json!({"taskId": id})));
     let updated = ok(&declared(
@@ -421,7 +421,7 @@ fn a_rotated_output_counts_as_read_counts_it(sandbox: Sandbox) {
     );
     assert_eq!(value["output_bytes"], 1_048_576, "{value}");
     assert!(value["dropped_bytes"].as_u64().unwrap_or(0) > 0, "{value}");
-    let listed = crate::runs::listed(&mut serve, &id);
+    let listed = lnk_tests::tools::listed(&mut serve, &id);
     assert_eq!(listed["output_bytes"], value["output_bytes"], "{listed}");
     // The text keeps the head and tail within `--output` (4 KiB), however long the file.
     let said = text(&done["result"]);

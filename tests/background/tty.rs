@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Bg, Flags, PROCS, link_supervise, read_ok, sigkill, start, wait_ended, wait_group_gone,
-    wait_no_supervisor, wait_supervisor,
-};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::ANSWER;
 use crate::stdin::{channel, wait_output, written};
+use lnk_tests::bins::link_supervise;
+use lnk_tests::bins::procs;
+use lnk_tests::procs::{sigkill, wait_group_gone, wait_no_supervisor, wait_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{read_ok, start, wait_ended};
 
 both_sandboxes!(
     a_terminal_of_its_own,
@@ -141,7 +142,7 @@ fn a_terminal_run_is_capped_timed_and_swept_like_any_other(sandbox: Sandbox) {
                   i=$((i+1)); done; exec \"$1\" linger \"$2\" 60";
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", script, "sh", PROCS, mark], "tty": true}),
+        json!({"program": "sh", "args": ["-c", script, "sh", procs(), mark], "tty": true}),
     );
     wait_for_role(&mark, "linger", ANSWER);
     let run = wait_ended(&mut serve, &id, Duration::from_secs(15));
@@ -179,7 +180,7 @@ fn a_terminal_run_is_capped_timed_and_swept_like_any_other(sandbox: Sandbox) {
     let supervisor = wait_supervisor(&id, ANSWER);
     let (pgid, _) = bg.group(&id);
     sigkill(supervisor.pid);
-    let _ = crate::procs::wait_dead(supervisor.pid, ANSWER);
+    let _ = lnk_tests::procs::wait_dead(supervisor.pid, ANSWER);
     let swept = std::process::Command::new(link_supervise())
         .arg("sweep")
         .arg(&bg.state)
@@ -242,6 +243,6 @@ fn a_terminal_is_the_runs_alone(sandbox: Sandbox) {
     // only an empty one.
     written(&mut serve, &id, "\n", true);
     wait_ended(&mut serve, &id, ANSWER);
-    crate::runs::stop(&mut serve, &other);
+    lnk_tests::tools::stop(&mut serve, &other);
     wait_gone(&mark, Duration::from_secs(10));
 }

@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Bg, Flags, WRITE, procs_args, read, read_ok, send_tool, sleeps, start, stop, stopped_run,
-    wait_supervisor,
-};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Serve, is_error, text};
+use lnk_tests::bins::write;
+use lnk_tests::procs::{sleeps, wait_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::tools::{procs_args, read, read_ok, send_tool, start, stop, stopped_run};
 
 both_sandboxes!(
     a_read_waits_for_its_text,
@@ -57,7 +58,7 @@ fn a_read_waits_for_its_text(sandbox: Sandbox) {
     );
     let took = asked.elapsed();
     assert!(!is_error(&result), "{result}");
-    let value = crate::serve::structured(&result);
+    let value = lnk_tests::results::structured(&result);
     assert_eq!(value["matched"], true, "{value}");
     assert_eq!(value["ended"], false, "{value}");
     assert_eq!(value["match_offset"], "starting\n".len(), "{value}");
@@ -76,7 +77,7 @@ fn a_read_waits_for_its_text(sandbox: Sandbox) {
         json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "starting"}),
         Duration::from_secs(5),
     );
-    let value = crate::serve::structured(&again);
+    let value = lnk_tests::results::structured(&again);
     assert_eq!(
         (&value["matched"], &value["match_offset"]),
         (&json!(true), &json!(0))
@@ -103,7 +104,7 @@ fn a_read_waits_for_output_the_end_or_its_time(sandbox: Sandbox) {
         json!({"id": id, "wait_ms": 10_000}),
         Duration::from_secs(15),
     );
-    let value = crate::serve::structured(&result).clone();
+    let value = lnk_tests::results::structured(&result).clone();
     assert!(
         value["text"].as_str().unwrap_or("").contains("later-42"),
         "{value}"
@@ -125,7 +126,7 @@ fn a_read_waits_for_output_the_end_or_its_time(sandbox: Sandbox) {
         json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "never printed"}),
         Duration::from_secs(25),
     );
-    let value = crate::serve::structured(&result);
+    let value = lnk_tests::results::structured(&result);
     assert_eq!(value["ended"], true, "{value}");
     assert_eq!(value["matched"], false, "{value}");
     assert_eq!(value["match_offset"], Value::Null, "{value}");
@@ -143,7 +144,7 @@ fn a_read_waits_for_output_the_end_or_its_time(sandbox: Sandbox) {
         json!({"id": id, "wait_ms": 1500, "until": "never printed"}),
         Duration::from_secs(10),
     );
-    let value = crate::serve::structured(&result);
+    let value = lnk_tests::results::structured(&result);
     assert_eq!(
         (&value["matched"], &value["ended"]),
         (&json!(false), &json!(false))
@@ -280,14 +281,14 @@ fn a_wait_sees_through_rotations(sandbox: Sandbox) {
     let unit = hex::encode(b"0123456789abcdef\n");
     let id = start(
         &mut serve,
-        json!({"program": "sh", "args": ["-c", format!("sleep 1; {WRITE} 1 2097152 {unit}; echo finished-$((3*3)); sleep 60")]}),
+        json!({"program": "sh", "args": ["-c", format!("sleep 1; {} 1 2097152 {unit}; echo finished-$((3*3)); sleep 60", write())]}),
     );
     let result = read_within(
         &mut serve,
         json!({"id": id, "offset": 0, "wait_ms": 20_000, "until": "finished-9"}),
         Duration::from_secs(25),
     );
-    let value = crate::serve::structured(&result).clone();
+    let value = lnk_tests::results::structured(&result).clone();
     assert_eq!(value["matched"], true, "{value}");
     assert_eq!(value["match_offset"], 2_097_152, "{value}");
     assert!(
@@ -391,7 +392,7 @@ fn a_huge_output_file_costs_a_wait_no_more_than_its_cap(sandbox: Sandbox) {
         None,
     );
     let result = serve.call_result(call, Duration::from_secs(20));
-    let value = crate::serve::structured(&result);
+    let value = lnk_tests::results::structured(&result);
     assert_eq!(value["matched"], false, "{value}");
     assert!(
         asked.elapsed() < Duration::from_secs(15),

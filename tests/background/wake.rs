@@ -4,13 +4,12 @@
 //! stop request stops nothing; the run's processes do not inherit the supervisor's mask.
 use rustix::process::Signal;
 
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Bg, Flags, poll, proc_field, procs_args, signal, sleeps, start, stop, stopped_run,
-    wait_no_supervisor, wait_supervisor,
-};
-use crate::sandbox::Sandbox;
-use crate::serve::ANSWER;
+use lnk_tests::procs::{poll, proc_field, signal, sleeps, wait_no_supervisor, wait_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::Sandbox;
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{procs_args, start, stop, stopped_run};
 
 /// Whether signal `signo` is in a `/proc/<pid>/status` mask (`SigBlk` and the like, hex).
 fn in_mask(pid: i32, field: &str, signo: u32) -> bool {

@@ -10,12 +10,15 @@ use serde_json::json;
 
 use std::io::Read;
 
-use crate::containment::{
-    PROCS, argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
+use lnk_tests::bins::procs;
+use lnk_tests::containment::{
+    argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
 };
-use crate::procs::{marker, wait_dead, wait_gone, with_marker};
-use crate::sandbox::Sandbox;
-use crate::serve::{ANSWER, Setup, ran, text};
+use lnk_tests::procs::{marker, wait_dead, wait_gone, with_marker};
+use lnk_tests::results::{ran, text};
+use lnk_tests::sandbox::Sandbox;
+use lnk_tests::serve::ANSWER;
+use lnk_tests::setup::Setup;
 
 every_sandbox!(
     escapes_die_at_the_calls_end,
@@ -183,13 +186,14 @@ fn a_spare_waits_for_the_next_call_and_dies_with_serve() {
 #[test]
 fn a_spare_whose_control_socket_ends_runs_nothing() {
     let mark = marker();
+    let procs = procs();
     let body: Vec<u8> = [
         "--stop-grace-ms",
         "0",
         "--leftover-grace-ms",
         "1000",
         "--",
-        crate::containment::PROCS,
+        &procs,
         "linger-main",
         &mark,
         "300",
@@ -236,7 +240,7 @@ fn start_spare() -> (std::process::Child, std::fs::File, std::os::fd::OwnedFd) {
     let report_end = rustix::io::fcntl_dupfd_cloexec(&report_end, 10).unwrap();
     let control_end = rustix::io::fcntl_dupfd_cloexec(&control_end, 10).unwrap();
     let (report_raw, control_raw) = (report_end.as_raw_fd(), control_end.as_raw_fd());
-    let mut command = std::process::Command::new(crate::serve::link_run());
+    let mut command = std::process::Command::new(lnk_tests::bins::link_run());
     command
         .args(["reap", "--spare"])
         .env_clear()
@@ -293,11 +297,11 @@ fn a_sandbox_that_cannot_be_executed_is_said_so() {
     std::fs::copy(env!("CARGO_BIN_EXE_lnk-test-passthrough"), &copy).unwrap();
     let mut serve = setup
         .serve()
-        .sandbox(vec![crate::sandbox::path_str(&copy)])
+        .sandbox(vec![lnk_tests::sandbox::path_str(&copy)])
         .start();
     std::fs::remove_file(&copy).unwrap();
     let result = serve.call(json!({"program": "true"}));
-    assert!(crate::serve::is_error(&result), "{result}");
+    assert!(lnk_tests::results::is_error(&result), "{result}");
     let said = text(&result);
     assert!(
         said.contains("could not be started") && said.contains("No such file or directory"),
@@ -375,7 +379,7 @@ fn a_reaper_stopped_by_its_program_still_ends_the_call_at_its_timeout() {
     let mark = marker();
     // Under the pass-through prefix the shell's parent is its reaper.
     let script = r#"kill -STOP $PPID; exec "$0" linger "$1" 60"#;
-    let result = serve.call(json!({"program": "sh", "args": ["-c", script, PROCS, mark]}));
+    let result = serve.call(json!({"program": "sh", "args": ["-c", script, procs(), mark]}));
     let value = ran(&result);
     assert_eq!(value["timed_out"], true, "{result}");
     wait_gone(&mark, GONE);

@@ -8,8 +8,9 @@ use std::time::Duration;
 use predicates::prelude::*;
 use serde_json::json;
 
-use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::{Setup, link_run};
+use lnk_tests::bins::link_run;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::setup::Setup;
 
 both_sandboxes!(
     refuses_nothing_after_separator,
@@ -274,7 +275,7 @@ fn starts_with_valid_state_flags(sandbox: Sandbox) {
         .collect();
     assert!(names.contains(&"command"), "{tools}");
     let result = serve.call(json!({"program": "true"}));
-    assert_eq!(crate::serve::ran(&result)["exit_code"], 0, "{result}");
+    assert_eq!(lnk_tests::results::ran(&result)["exit_code"], 0, "{result}");
 }
 
 /// Hosts start serve without a shell: `~` is not expanded, and a relative path would land in

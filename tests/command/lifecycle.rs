@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
-use crate::procs::{marker, wait_for_role, wait_gone};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{ANSWER, Era, Serve, Setup, ok, ran};
+use lnk_tests::procs::{marker, wait_for_role, wait_gone};
+use lnk_tests::results::{ok, ran};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{ANSWER, Era, Serve};
+use lnk_tests::setup::Setup;
 
 both_sandboxes!(
     progress_is_sent_while_a_call_runs,

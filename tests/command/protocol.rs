@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{
-    ANSWER, Era, Serve, Setup, error_code, is_error, modern_meta, ok, structured, text,
-};
+use lnk_tests::results::{error_code, is_error, modern_meta, ok, structured, text};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::{ANSWER, Era, Serve};
+use lnk_tests::setup::Setup;
 
 both_sandboxes!(
     refusals_quote_what_was_sent_only_cut_short,
@@ -335,7 +335,7 @@ fn stdout_carries_protocol_only(sandbox: Sandbox) {
         })
         .collect();
     for id in ids {
-        let result = serve.call_result(id, crate::serve::ANSWER);
+        let result = serve.call_result(id, lnk_tests::serve::ANSWER);
         assert_eq!(structured(&result)["stdout_bytes"], 1_000_000, "{result}");
     }
     // Everything written so far has been read once the ping's answer is.

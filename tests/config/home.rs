@@ -9,8 +9,9 @@ use std::time::Duration;
 use assert_cmd::Command;
 use serde_json::{Value, json};
 
-use crate::sandbox::path_str;
-use crate::serve::{self, Era, Serve};
+use lnk_tests::sandbox::path_str;
+use lnk_tests::serve::{ANSWER, Era, Serve};
+use lnk_tests::{bins, results};
 
 pub const HOSTS: [&str; 5] = ["claude-code", "codex", "gemini", "claude-desktop", "vscode"];
 /// A file the entry's `ls` must show: proof that the call ran in the agent's folder.
@@ -44,7 +45,7 @@ impl Home {
     /// `lnk-link-run config <args>` run in HOME, with this HOME and nothing else of the
     /// person's environment that names the hosts' folders.
     pub fn config(&self, args: &[String], path_var: Option<&Path>) -> Output {
-        let mut command = Command::new(serve::link_run());
+        let mut command = Command::new(bins::link_run());
         command
             .arg("config")
             .args(args)
@@ -186,17 +187,17 @@ pub fn start_entry(entry: &Value, place: &str) {
     }
     let result = serve.call(json!({"program": "ls", "args": ["-a"]}));
     assert!(
-        serve::text(&result).contains(PROBE_FILE),
+        results::text(&result).contains(PROBE_FILE),
         "{place}: `ls` did not list the agent's folder: {}",
-        serve::text(&result)
+        results::text(&result)
     );
     serve.close_stdin();
-    let status = serve.wait_exit(serve::ANSWER);
+    let status = serve.wait_exit(ANSWER);
     assert!(
         status.success(),
         "{place}: serve ended with {status}: {}",
         serve.stderr()
     );
     let state = &args[args.iter().position(|a| a == "--state").unwrap() + 1];
-    crate::procs::wait_gone(state, Duration::from_secs(10));
+    lnk_tests::procs::wait_gone(state, Duration::from_secs(10));
 }

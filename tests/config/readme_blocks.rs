@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::home::{Home, stderr, strings};
-use crate::readme::DOCS;
-use crate::sandbox::{Sandbox, path_str};
+use lnk_tests::readme::DOCS;
+use lnk_tests::sandbox::{Sandbox, path_str};
 
 /// The block right after `<!-- host-entry: NAME -->`, with `/home/me` replaced by `home`.
 fn block(name: &str, home: &Path) -> String {
@@ -81,7 +81,7 @@ fn config_writes_the_readme_s_entries_as_written() {
         let command = &mut written[servers]["link-run"]["command"];
         assert_eq!(
             command.as_str().map(PathBuf::from),
-            Some(crate::serve::link_run().canonicalize().unwrap())
+            Some(lnk_tests::bins::link_run().canonicalize().unwrap())
         );
         *command = wanted[servers]["link-run"]["command"].take();
         wanted[servers]["link-run"]["command"] = command.clone();

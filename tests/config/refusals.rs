@@ -3,8 +3,8 @@
 //! scope the host does not have, and what serve itself would refuse.
 
 use crate::home::{Home, flags, passthrough, stderr};
-use crate::readme;
-use crate::sandbox::{Sandbox, path_str};
+use lnk_tests::readme;
+use lnk_tests::sandbox::{Sandbox, path_str};
 
 #[test]
 fn a_line_the_check_refuses_is_refused_with_its_words_and_nothing_is_written() {

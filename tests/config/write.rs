@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::home::{
     HOSTS, Home, assert_host_settings, flags, passthrough, printed_entry, start_entry, stderr,
 };
-use crate::sandbox::path_str;
+use lnk_tests::sandbox::path_str;
 
 /// What is in each host's file before `--write`: another server and settings of the host's.
 fn existing(host: &str, home: &Home) -> Vec<(PathBuf, String)> {

@@ -35,10 +35,12 @@
 // Prints one line per check (`ok` / `FAIL`), `info` lines on what the client sent, and exits 0
 // only when every check of every mode passed.
 
-import { readFileSync, appendFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { randomBytes } from "node:crypto";
+
+import { CheckFailed, Wire, alive, check, createdTask, describe, ok, outputSchemaOf, printing, textOf, until } from "./tasks_report.mjs";
 
 const MODERN = "2026-07-28";
 const TASKS = "io.modelcontextprotocol/tasks";
@@ -109,55 +111,6 @@ async function load(specifier) {
 
 function version(name) {
     return JSON.parse(readFileSync(join(modules, name, "package.json"), "utf8")).version;
-}
-
-// ------------------------------------------------------------------------------------------
-// Reporting.
-
-class CheckFailed extends Error {}
-
-function ok(tag, what) {
-    console.log(`ok   [${tag}] ${what}`);
-}
-
-function check(tag, what, condition, detail) {
-    if (!condition) throw new CheckFailed(detail === undefined ? what : `${what}: ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
-    ok(tag, what);
-}
-
-function describe(error) {
-    if (!(error instanceof Error)) return String(error);
-    // A schema error's message is its issues, pretty-printed: one line of them is enough.
-    let text = error.issues !== undefined ? `${error.name}: ${JSON.stringify(error.issues)}` : `${error.name}: ${error.message}`;
-    if (error.code !== undefined) text += ` (code ${error.code})`;
-    if (error.data !== undefined) text += ` data ${JSON.stringify(error.data)}`;
-    if (error.cause !== undefined) text += ` <- ${describe(error.cause)}`;
-    return text;
-}
-
-// What one check saw on the wire, for its failure report (and `--trace`).
-class Wire {
-    constructor(tag, trace) {
-        this.tag = tag;
-        this.trace = trace;
-        this.lines = [];
-        this.start = Date.now();
-    }
-
-    note(serve, direction, message) {
-        const text = typeof message === "string" ? message : JSON.stringify(message);
-        const line = `${((Date.now() - this.start) / 1000).toFixed(3).padStart(8)} ${serve} ${direction} ${text}`;
-        this.lines.push(line);
-        if (this.trace) appendFileSync(this.trace, `[${this.tag}] ${line}\n`);
-    }
-
-    sent(method) {
-        return this.lines
-            .map((line) => line.match(/ --> (\{.*\})$/))
-            .filter(Boolean)
-            .map((match) => JSON.parse(match[1]))
-            .filter((message) => message.method === method);
-    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -265,49 +218,6 @@ async function openServe(mode, command, wire, label) {
     };
     openServes.add(close);
     return { client, session, transport, pid, close };
-}
-
-function alive(pid) {
-    try {
-        process.kill(pid, 0);
-    } catch (error) {
-        return error.code !== "ESRCH";
-    }
-    // A zombie still answers kill(0): its cmdline reads empty.
-    try {
-        return readFileSync(`/proc/${pid}/cmdline`).length > 0;
-    } catch {
-        return false;
-    }
-}
-
-async function until(what, limitMs, probe) {
-    const deadline = Date.now() + limitMs;
-    for (;;) {
-        const value = await probe();
-        if (value) return value;
-        if (Date.now() > deadline) throw new CheckFailed(`${what}: not within ${limitMs} ms`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-}
-
-function textOf(result) {
-    return (result.content ?? []).map((block) => block.text ?? "").join("\n");
-}
-
-function outputSchemaOf(tools, name) {
-    const tool = tools.find((t) => t.name === name);
-    return tool?.outputSchema;
-}
-
-// A shell program whose output names a marker that is not in its arguments as such.
-function printing(marker, seconds, code) {
-    return [
-        "-c",
-        `sleep ${seconds}; printf '%s-%s\\n' "$1" out; printf '%s-%s\\n' "$1" err >&2; exit ${code}`,
-        "sh",
-        marker,
-    ];
 }
 
 // The checks a completed task's result must pass: the ext-tasks codec already parsed it as a
@@ -499,16 +409,6 @@ const checks = {
         });
     },
 };
-
-// The raw CreateTaskResult of the last tools/call, from the wire.
-function createdTask(wire) {
-    const answers = wire.lines
-        .map((line) => line.match(/ <-- (\{.*\})$/))
-        .filter(Boolean)
-        .map((match) => JSON.parse(match[1]))
-        .filter((message) => message.result?.resultType === "task");
-    return answers.at(-1)?.result ?? null;
-}
 
 // What the client put in `_meta` of each kind of request it sent, for the report.
 function declarations(wire, tag) {

@@ -7,10 +7,15 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, WaitOptions};
 
-use crate::procs::{alive, wait_dead, wait_for_role, with_marker};
-use crate::runs::{Bg, Flags, PROCS, link_supervise, procs_args, signal, start, wait_supervisor};
-use crate::sandbox::{Sandbox, both_sandboxes, path_str, say_skipped};
-use crate::serve::ANSWER;
+use lnk_tests::bins::link_supervise;
+use lnk_tests::bins::procs;
+use lnk_tests::procs::{alive, wait_dead, wait_for_role, with_marker};
+use lnk_tests::procs::{signal, wait_supervisor};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::skip::skip;
+use lnk_tests::tools::{procs_args, start};
 
 both_sandboxes!(a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse);
 
@@ -66,7 +71,8 @@ fn my_children(but: &[i32]) -> Vec<i32> {
 
 /// Starts `command` with `target` as its pid, cycling the pid counter to it: through
 /// `ns_last_pid` when it can be written, else by starting short-lived processes until the
-/// counter is just below it. `None`, said on stderr, when the pids cannot be cycled.
+/// counter is just below it. `None` when the pids cannot be cycled (the test fails, or is
+/// skipped with `LNK_ALLOW_SKIP=1`).
 fn start_as(target: i32, mut command: impl FnMut() -> Command) -> Option<Child> {
     let pid_max: i32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()?
@@ -75,7 +81,7 @@ fn start_as(target: i32, mut command: impl FnMut() -> Command) -> Option<Child> 
         .ok()?;
     let writable = std::fs::write("/proc/sys/kernel/ns_last_pid", (target - 1).to_string()).is_ok();
     if !writable && pid_max > 100_000 {
-        say_skipped(&format!(
+        skip(&format!(
             "the pid counter cannot be set (/proc/sys/kernel/ns_last_pid is not writable) and \
              cycling {pid_max} pids by starting processes takes too long"
         ));
@@ -102,7 +108,7 @@ fn start_as(target: i32, mut command: impl FnMut() -> Command) -> Option<Child> 
         let _ = child.kill();
         let _ = child.wait();
     }
-    say_skipped(&format!(
+    skip(&format!(
         "another process took pid {target} first, {TRIES} times"
     ));
     None
@@ -132,7 +138,7 @@ fn a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse(sandbox: S
         signal(program.pid, Signal::KILL);
     }
     let serve_pid = serve.pid();
-    let settled = crate::runs::poll(ANSWER, || {
+    let settled = lnk_tests::procs::poll(ANSWER, || {
         for child in my_children(&[serve_pid]) {
             signal(child, Signal::KILL);
             reap(child);
@@ -149,7 +155,7 @@ fn a_sweep_leaves_a_daemon_that_took_the_runs_session_after_pid_reuse(sandbox: S
                 "sh",
                 "-c",
                 "\"$0\" linger \"$1\" 300 & exit 0",
-                PROCS,
+                &procs(),
                 &mark2,
             ])
             .stdin(Stdio::null())

@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::procs::{marker, wait_gone};
-use crate::runs::{start, wait_ended};
-use crate::sandbox::{Sandbox, path_str};
-use crate::serve::{Serve, ran, text};
 use crate::world::{World, chown_all, running_as_root, users};
+use lnk_tests::procs::{marker, wait_gone};
+use lnk_tests::results::{ran, text};
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::serve::Serve;
+use lnk_tests::tools::{start, wait_ended};
 
 /// A listening socket the test made, removed when dropped.
 struct Listening {

@@ -2,7 +2,7 @@
 //! JSON, TOML or shell block that starts serve under bubblewrap ends serve's arguments with
 //! exactly the elements of "### The recommended sandbox line", so the line the check and the
 //! hostile payloads prove safe is the one people paste.
-use crate::readme::{DOCS, recommended_elements};
+use lnk_tests::readme::{DOCS, recommended_elements};
 
 /// The fenced blocks of the README: (info string, body).
 fn blocks() -> Vec<(String, String)> {

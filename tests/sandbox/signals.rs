@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::runs::{Bg, Flags, start, wait_ended};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::{Setup, ran, text};
+use lnk_tests::results::{ran, text};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::setup::Setup;
+use lnk_tests::tools::{start, wait_ended};
 
 both_sandboxes!(
     a_call_starts_with_no_signal_blocked_or_ignored,

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::runs::{Bg, Flags, link_supervise};
-use crate::sandbox::{Sandbox, bwrap_line, path_str};
-use crate::serve::{ServeBuilder, link_run};
+use lnk_tests::bins::link_run;
+use lnk_tests::bins::link_supervise;
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, bwrap_line, path_str};
+use lnk_tests::setup::ServeBuilder;
 
 /// The agent whose key the keyring holds.
 pub const AGENT: &str = "agent-1";
@@ -116,13 +118,13 @@ impl World {
 
     /// The README's recommended line for this world's files folder (nothing added).
     pub fn recommended(&self) -> Vec<String> {
-        crate::readme::recommended_sandbox(self.files(), &[])
+        lnk_tests::readme::recommended_sandbox(self.files(), &[])
     }
 
     /// The tests' bubblewrap line (the recommended one, with the helpers visible), with `edit`
     /// applied to its elements.
     pub fn line_with(&self, edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
-        let mut line = bwrap_line(self.files(), &[crate::serve::helpers_dir()]);
+        let mut line = bwrap_line(self.files(), &[lnk_tests::bins::helpers_dir()]);
         edit(&mut line);
         line
     }

@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::bins::procs;
 use crate::procs::{Proc, wait_for_role, with_marker};
-
-/// The `lnk-test-procs` helper (absolute; visible in every sandbox).
-pub const PROCS: &str = env!("CARGO_BIN_EXE_lnk-test-procs");
 
 /// The ways out, each a `lnk-test-procs` role that only lingers, so that a survivor's command
 /// line says how it got out.
@@ -43,7 +41,7 @@ esac
 
 /// A `command`/`start` argument object for the escaping program.
 pub fn escaping(mark: &str, mode: &str) -> Value {
-    json!({"program": "sh", "args": ["-c", SCRIPT, "sh", PROCS, mark, mode]})
+    json!({"program": "sh", "args": ["-c", SCRIPT, "sh", procs(), mark, mode]})
 }
 
 /// As [`escaping`], trapping SIGTERM to write `clean` (the program is then `linger-main` under a
@@ -52,7 +50,7 @@ pub fn escaping_with_trap(mark: &str, clean: &Path) -> Value {
     let clean = clean
         .to_str()
         .unwrap_or_else(|| panic!("test paths are UTF-8: {clean:?}"));
-    json!({"program": "sh", "args": ["-c", SCRIPT, "sh", PROCS, mark, "trap", clean]})
+    json!({"program": "sh", "args": ["-c", SCRIPT, "sh", procs(), mark, "trap", clean]})
 }
 
 /// Waits until each way out runs, and checks that the deaf one does ignore SIGTERM.
@@ -150,6 +148,7 @@ pub fn wait_file(path: &Path, within: Duration) {
 /// Makes, for each named test body `fn name(sandbox: Sandbox)`, a module `name` with three
 /// tests: `passthrough`, `bwrap_shared_pid` (bubblewrap with `--new-session`, no PID
 /// namespace) and `bwrap` (with one).
+#[macro_export]
 macro_rules! every_sandbox {
     ($($name:ident),+ $(,)?) => {
         $(
@@ -178,4 +177,4 @@ macro_rules! every_sandbox {
         )+
     };
 }
-pub(crate) use every_sandbox;
+pub use crate::every_sandbox;

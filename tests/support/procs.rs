@@ -1,7 +1,11 @@
 //! Finding the tests' processes in `/proc` by a unique marker argument, and proving them gone.
 //! Pids are no use for this under bubblewrap (its PID namespace numbers them differently), but the
-//! host's `/proc` sees every process with its arguments.
+//! host's `/proc` sees every process with its arguments. Also a run's processes as `/proc` shows
+//! them: its supervisors, its group, its descriptors, and signals sent to them.
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use rustix::process::{Pid, Signal, kill_process};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A marker no other process on the machine carries: this test process, a counter, the time.
@@ -119,4 +123,147 @@ pub fn peak_rss_kib(pid: i32) -> u64 {
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no VmHWM in the status of {pid}"))
+}
+
+/// SIGKILLs a pid, ignoring that it may be gone.
+pub fn sigkill(pid: i32) {
+    signal(pid, Signal::KILL);
+}
+
+/// Sends a signal to a pid, ignoring that it may be gone.
+pub fn signal(pid: i32, sig: Signal) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _gone = kill_process(pid, sig);
+    }
+}
+
+/// Polls `done` every 20 ms until it holds (true) or the time is up (false).
+pub fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Fails unless `pid` stays alive for all of `window` (a bounded check that something does
+/// *not* happen: a process dying after its parent's death).
+pub fn stays_alive(pid: i32, window: Duration, what: &str) {
+    let deadline = Instant::now() + window;
+    while Instant::now() < deadline {
+        assert!(alive(pid), "{what} (pid {pid}) died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The live `lnk-link-supervise supervise <id>` processes: the supervisors themselves, not
+/// the first process serve starts for one, which forks the supervisor away and exits at once
+/// (its parent is serve; the supervisor's is that first process, or whoever adopted it).
+pub fn supervisors(id: &str) -> Vec<Proc> {
+    with_marker(id)
+        .into_iter()
+        .filter(|p| p.argv.iter().any(|a| a == "supervise"))
+        .filter(|p| !parent_is_serve(p.pid))
+        .collect()
+}
+
+/// Whether process `pid`'s parent is an `lnk-link-run serve`.
+fn parent_is_serve(pid: i32) -> bool {
+    let Some(ppid) = proc_field(pid, "status", "PPid:").and_then(|v| v.parse::<i32>().ok()) else {
+        return false;
+    };
+    std::fs::read(format!("/proc/{ppid}/cmdline")).is_ok_and(|cmdline| {
+        let mut words = cmdline.split(|b| *b == 0);
+        words
+            .next()
+            .is_some_and(|exe| exe.ends_with(b"lnk-link-run"))
+            && words.any(|w| w == b"serve")
+    })
+}
+
+/// Waits for the supervisor of `id` and returns it.
+pub fn wait_supervisor(id: &str, within: Duration) -> Proc {
+    let mut found = None;
+    let ok = poll(within, || {
+        found = supervisors(id).into_iter().next();
+        found.is_some()
+    });
+    assert!(
+        ok,
+        "no `lnk-link-supervise supervise {id}` within {within:?}"
+    );
+    found.unwrap_or_else(|| unreachable!("found"))
+}
+
+/// Waits until no supervisor of `id` runs.
+pub fn wait_no_supervisor(id: &str, within: Duration) {
+    let gone = poll(within, || supervisors(id).is_empty());
+    assert!(
+        gone,
+        "the supervisor of {id} still runs {within:?} later: {:?}",
+        supervisors(id)
+    );
+}
+
+/// The live (not zombie) pids whose process group is `pgid`.
+pub fn in_group(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        panic!("cannot read /proc");
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // After the command name: state, ppid, pgrp.
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            fields.first().is_some_and(|s| *s != "Z")
+                && fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
+        })
+        .collect()
+}
+
+/// Waits until no process of the group `pgid` is left.
+pub fn wait_group_gone(pgid: i32, within: Duration) {
+    let gone = poll(within, || in_group(pgid).is_empty());
+    assert!(
+        gone,
+        "processes of the run's group {pgid} still run {within:?} later: {:?}",
+        in_group(pgid)
+    );
+}
+
+/// Where each open descriptor of `pid` points (`readlink /proc/<pid>/fd/*`).
+pub fn fd_targets(pid: i32) -> Vec<PathBuf> {
+    let dir = format!("/proc/{pid}/fd");
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|err| panic!("cannot read {dir}: {err}"));
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect()
+}
+
+/// A field of `/proc/<pid>/<file>` (`status`, `smaps_rollup`), its value trimmed.
+pub fn proc_field(pid: i32, file: &str, name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix(name).map(|v| v.trim().to_owned()))
+}
+
+/// `voluntary_ctxt_switches` of a process: how often it went to sleep.
+pub fn sleeps(pid: i32) -> u64 {
+    proc_field(pid, "status", "voluntary_ctxt_switches:")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no voluntary_ctxt_switches for {pid}"))
 }

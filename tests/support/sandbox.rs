@@ -1,8 +1,8 @@
 //! The two sandbox prefixes every call test runs under: the tests' pass-through helper ("no
 //! sandbox") and bubblewrap with the README's recommended line (read from README.md), plus a
-//! read-only bind of the tests' helper binaries. The bubblewrap half skips, saying so on stderr,
-//! when `bwrap` is missing or cannot make a sandbox here, unless `LNK_REQUIRE_SANDBOX=1`, where it
-//! fails instead.
+//! read-only bind of the tests' helper binaries. The bubblewrap half fails when `bwrap` is
+//! missing or cannot make a sandbox here, unless a skip is asked for (`LNK_ALLOW_SKIP=1`, see
+//! [`crate::skip`]).
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -28,9 +28,7 @@ impl Sandbox {
     pub fn argv(self, files: &Path, visible: &[PathBuf]) -> Vec<String> {
         match self {
             // No trailing `--`: the runner adds one before the program.
-            Sandbox::Passthrough => vec![path_str(Path::new(env!(
-                "CARGO_BIN_EXE_lnk-test-passthrough"
-            )))],
+            Sandbox::Passthrough => vec![path_str(&crate::bins::passthrough())],
             // A trailing `--`, as people write it: the runner must not add another.
             Sandbox::Bwrap => {
                 let mut argv = bwrap_line(files, visible);
@@ -64,8 +62,8 @@ impl Sandbox {
         self != Sandbox::Passthrough
     }
 
-    /// Whether tests can run under this sandbox here; prints why not (the test then passes
-    /// without running) or, with `LNK_REQUIRE_SANDBOX=1`, fails.
+    /// Whether tests can run under this sandbox here. When they cannot, the test fails or, with
+    /// `LNK_ALLOW_SKIP=1`, says it is skipped (and then passes without running).
     pub fn usable(self) -> bool {
         if self == Sandbox::Passthrough {
             return true;
@@ -73,13 +71,8 @@ impl Sandbox {
         static BWRAP: OnceLock<Result<(), String>> = OnceLock::new();
         match BWRAP.get_or_init(probe_bwrap) {
             Ok(()) => true,
-            Err(why) if std::env::var_os("LNK_REQUIRE_SANDBOX").is_some_and(|v| v == "1") => {
-                panic!("LNK_REQUIRE_SANDBOX=1 but {why}")
-            }
             Err(why) => {
-                say_skipped(&format!(
-                    "{why} (set LNK_REQUIRE_SANDBOX=1 to make this a failure)"
-                ));
+                crate::skip::skip_required_by("LNK_REQUIRE_SANDBOX", why);
                 false
             }
         }
@@ -141,6 +134,7 @@ pub fn path_str(path: &Path) -> String {
 
 /// Makes, for each named test body `fn name(sandbox: Sandbox)`, a module `name` with two tests,
 /// `name::passthrough` and `name::bwrap`.
+#[macro_export]
 macro_rules! both_sandboxes {
     ($($name:ident),+ $(,)?) => {
         $(
@@ -162,16 +156,4 @@ macro_rules! both_sandboxes {
         )+
     };
 }
-pub(crate) use both_sandboxes;
-
-/// Says on the terminal that a test was skipped, and why. `eprintln!` would be captured with the
-/// test's output and shown only if it failed; a write to the stderr handle is not captured, so
-/// a person running `cargo test` sees every skip.
-pub fn say_skipped(why: &str) {
-    use std::io::Write;
-    let line = format!(
-        "skipped: {}: {why}\n",
-        std::thread::current().name().unwrap_or("a test")
-    );
-    let _ = std::io::stderr().write_all(line.as_bytes());
-}
+pub use crate::both_sandboxes;

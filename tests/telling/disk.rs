@@ -12,11 +12,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use crate::procs::alive;
-use crate::runs::{Bg, Flags, PROCS, link_supervise, start, wait_no_supervisor};
-use crate::sandbox::{Sandbox, path_str};
-use crate::serve::{ANSWER, Serve, ServeBuilder};
 use crate::wayin::{AGENT, Answer, WayIn, keygen};
+use lnk_tests::bins::link_supervise;
+use lnk_tests::bins::procs;
+use lnk_tests::procs::alive;
+use lnk_tests::procs::wait_no_supervisor;
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::setup::ServeBuilder;
+use lnk_tests::tools::start;
 
 /// How long a `sweep`, `stop` or `remove` may take here (they wait at most 15 s for a lock).
 pub const CLI: Duration = Duration::from_secs(60);
@@ -272,7 +277,7 @@ pub struct Decoy {
 impl Decoy {
     /// Starts `lnk-test-procs linger <mark> 120` as the leader of a new group.
     pub fn start(mark: &str) -> Decoy {
-        let child = Command::new(PROCS)
+        let child = Command::new(procs())
             .args(["linger", mark, "120"])
             .process_group(0)
             .stdin(Stdio::null())

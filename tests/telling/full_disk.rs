@@ -8,7 +8,7 @@
 //! counted and said, and goes on once there is room.
 //!
 //! The full folder is a small tmpfs the test mounts (as root, as in CI); elsewhere the tests
-//! say they are skipped.
+//! fail, or with `LNK_ALLOW_SKIP=1` say they are skipped.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,11 +17,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::disk::Tell;
-use crate::runs::{
-    Flags, listed, meta, poll, read_ok, sigkill, start, tool, wait_no_supervisor, wait_supervisor,
-};
-use crate::sandbox::{Sandbox, say_skipped};
-use crate::serve::{ANSWER, is_error, text};
+use lnk_tests::procs::{poll, sigkill, wait_no_supervisor, wait_supervisor};
+use lnk_tests::results::{is_error, text};
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::Sandbox;
+use lnk_tests::serve::ANSWER;
+use lnk_tests::skip::skip;
+use lnk_tests::tools::{listed, meta, read_ok, start, tool};
 
 /// A tmpfs mounted on a folder, unmounted when dropped.
 struct Tmpfs {
@@ -29,10 +31,11 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mounts a tmpfs of `size` on `at` (made here); `None`, said, where that cannot be done.
+    /// Mounts a tmpfs of `size` on `at` (made here); `None` where that cannot be done (the test
+    /// fails, or is skipped with `LNK_ALLOW_SKIP=1`).
     fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
         if !rustix::process::geteuid().is_root() {
-            say_skipped("mounting a small tmpfs needs root");
+            skip("mounting a small tmpfs needs root");
             return None;
         }
         std::fs::create_dir_all(at).unwrap();
@@ -44,7 +47,7 @@ impl Tmpfs {
             .output()
             .unwrap_or_else(|err| panic!("running mount: {err}"));
         if !out.status.success() {
-            say_skipped(&format!(
+            skip(&format!(
                 "cannot mount a tmpfs here: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
@@ -92,20 +95,20 @@ fn wait_log_says_full(t: &Tell, id: &str) -> String {
 
 /// `tasks/get` of run `id` (a 2026-07-28 request that declares the Tasks extension, which a
 /// handshake session may send too): the task.
-fn task(serve: &mut crate::serve::Serve, id: &str) -> Value {
+fn task(serve: &mut lnk_tests::serve::Serve, id: &str) -> Value {
     let request = serve.fresh_id();
-    let mut meta = crate::serve::modern_meta();
+    let mut meta = lnk_tests::results::modern_meta();
     meta["io.modelcontextprotocol/clientCapabilities"] =
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
     serve.send(
         &json!({"jsonrpc": "2.0", "id": request, "method": "tasks/get",
                        "params": {"taskId": id, "_meta": meta}}),
     );
-    crate::serve::ok(&serve.response(&json!(request), ANSWER))
+    lnk_tests::results::ok(&serve.response(&json!(request), ANSWER))
 }
 
 /// `list`, `read` and the run's task show the same bytes of `id`: `done\n`.
-fn list_and_read_agree(serve: &mut crate::serve::Serve, id: &str) {
+fn list_and_read_agree(serve: &mut lnk_tests::serve::Serve, id: &str) {
     let run = listed(serve, id);
     let (bytes, value) = read_ok(serve, json!({"id": id}));
     assert_eq!(bytes, "done\n", "{value}");
@@ -173,7 +176,7 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     sigkill(supervisor.pid);
     wait_no_supervisor(&id, ANSWER);
     // Only a zombie has surely let go of the run's lock (the command line goes first).
-    assert!(crate::procs::wait_dead(supervisor.pid, ANSWER));
+    assert!(lnk_tests::procs::wait_dead(supervisor.pid, ANSWER));
 
     // The disk is still full: nothing can be written, but `list` shows the end that was
     // kept, not a run that nothing supervises.
@@ -191,7 +194,7 @@ fn a_supervisor_gone_on_a_full_disk_leaves_its_end_to_the_sweep() {
     // the sweep below must be the only one holding the run's lock.
     let state = t.state().to_string_lossy().into_owned();
     let ended = poll(ANSWER, || {
-        crate::procs::with_marker(&state)
+        lnk_tests::procs::with_marker(&state)
             .iter()
             .all(|p| !p.argv.iter().any(|a| a == "sweep"))
     });
@@ -251,7 +254,7 @@ fn a_full_files_folder_loses_no_run_and_the_counts_agree() {
     });
     assert_eq!(record["status"]["state"], "running", "{record}");
     assert!(
-        crate::procs::alive(supervisor.pid),
+        lnk_tests::procs::alive(supervisor.pid),
         "the supervisor is gone"
     );
     let log = std::fs::read_to_string(t.state().join(format!("{id}.log"))).unwrap_or_default();

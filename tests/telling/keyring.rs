@@ -8,10 +8,12 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::disk::Tell;
-use crate::runs::{Flags, poll, start};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::ANSWER;
 use crate::wayin::{AGENT, Answer, WayIn, keygen};
+use lnk_tests::procs::poll;
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::start;
 
 both_sandboxes!(
     a_missing_key_is_a_clear_error,

@@ -6,15 +6,14 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::disk::{CLI, Tell, exists, names, spawn_cli, supervise_cli};
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Flags, procs_args, send_tool, signal, start, supervisors, wait_group_gone, wait_no_supervisor,
-    wait_supervisor,
-};
-use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::{ANSWER, Serve};
 use crate::told::the_message_about;
 use crate::wayin::Answer;
+use lnk_tests::procs::{signal, supervisors, wait_group_gone, wait_no_supervisor, wait_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::{ANSWER, Serve};
+use lnk_tests::tools::{procs_args, send_tool, start};
 
 both_sandboxes!(
     stop_state_stops_every_run_twice_beside_a_sweep,
@@ -193,7 +192,7 @@ fn fabricate(t: &Tell, template: &serde_json::Value, n: usize) -> Vec<String> {
 /// `lnk-link-supervise <verb> --state <state>` with at most `fds` descriptors open.
 fn under_ulimit(t: &Tell, verb: &str, fds: u32) -> crate::disk::CliOut {
     let script = format!("ulimit -n {fds} && exec \"$0\" {verb} --state \"$1\"",);
-    let supervise = path_str(&crate::runs::link_supervise());
+    let supervise = path_str(&lnk_tests::bins::link_supervise());
     let state = path_str(t.state());
     supervise_cli_via_sh(&script, &supervise, &state)
 }

@@ -9,8 +9,9 @@ use std::time::SystemTime;
 use serde_json::json;
 
 use crate::disk::{Tell, exists, names, now_ms};
-use crate::runs::{Flags, list};
-use crate::sandbox::Sandbox;
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::Sandbox;
+use lnk_tests::tools::list;
 
 const DAMAGED: &str = "straydamaged00000001";
 const LATER: &str = "straydamaged00000002";

@@ -12,15 +12,14 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Decoy, Tell, boot_id, exists, names, now_ms, spawn_cli};
-use crate::procs::{alive, wait_for_role, wait_gone};
-use crate::runs::{
-    Flags, list, poll, procs_args, sigkill, start, stop, stopped_run, wait_group_gone,
-    wait_no_supervisor, wait_supervisor,
-};
-use crate::sandbox::{Sandbox, both_sandboxes};
-use crate::serve::ANSWER;
 use crate::told::the_message_about;
 use crate::wayin::Answer;
+use lnk_tests::procs::{alive, wait_for_role, wait_gone};
+use lnk_tests::procs::{poll, sigkill, wait_group_gone, wait_no_supervisor, wait_supervisor};
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{list, procs_args, start, stop, stopped_run};
 
 both_sandboxes!(
     an_untold_run_past_ten_minutes_is_not_retried_and_goes_after_its_keep,
@@ -107,7 +106,7 @@ fn a_supervisor_killed_mid_run_is_swept_lost_killed_and_told(sandbox: Sandbox) {
     sigkill(supervisor.pid);
     wait_no_supervisor(&id, ANSWER);
     // Only a zombie has surely let go of the run's lock (the command line goes first).
-    assert!(crate::procs::wait_dead(supervisor.pid, ANSWER));
+    assert!(lnk_tests::procs::wait_dead(supervisor.pid, ANSWER));
     // The run's gate, told by its parent-death signal, stops the run at once: nothing of it
     // waits for a sweep. The record still says running: only a sweep may say otherwise.
     wait_gone(&mark, Duration::from_secs(10));
@@ -284,7 +283,7 @@ fn sweeps_at_once_tell_each_run_once_and_leave_live_runs_alone(sandbox: Sandbox)
 
     // The way in comes up; three sweeps at once.
     let way = t.way_in(Answer::Result);
-    let state = crate::sandbox::path_str(t.state());
+    let state = lnk_tests::sandbox::path_str(t.state());
     let sweeps: Vec<_> = (0..3).map(|_| spawn_cli(&["sweep", &state])).collect();
     for sweep in sweeps {
         let out = sweep.finish(CLI);

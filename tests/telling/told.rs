@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Tell, supervise_cli};
-use crate::runs::{Flags, THREAD, is_rfc3339, listed, meta, poll, start, started, tool};
-use crate::sandbox::{Sandbox, both_sandboxes, path_str};
-use crate::serve::{ANSWER, Setup};
 use crate::wayin::{AGENT, Answer, Told, keygen};
+use lnk_tests::procs::poll;
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::setup::Setup;
+use lnk_tests::tools::{THREAD, is_rfc3339, listed, meta, start, started, tool};
 
 both_sandboxes!(
     a_run_is_told_once,
@@ -316,7 +319,7 @@ fn a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor(sandbox: Sandbo
     );
     let asked = Instant::now();
     let record = t.wait_done(&id);
-    crate::runs::wait_no_supervisor(&id, Duration::from_secs(20));
+    lnk_tests::procs::wait_no_supervisor(&id, Duration::from_secs(20));
     let waited = asked.elapsed();
     assert!(
         waited < Duration::from_secs(16),
@@ -359,7 +362,7 @@ fn a_way_in_that_drips_or_never_accepts_cannot_hold_a_supervisor(sandbox: Sandbo
     );
     let asked = Instant::now();
     let record = t.wait_done(&id);
-    crate::runs::wait_no_supervisor(&id, Duration::from_secs(20));
+    lnk_tests::procs::wait_no_supervisor(&id, Duration::from_secs(20));
     let waited = asked.elapsed();
     assert!(
         waited < Duration::from_secs(16),

@@ -7,8 +7,8 @@
 //! --state` from finishing.
 //!
 //! Each test first sets up the attack as it worked before. Those that need another user run
-//! it as `nobody` through `setpriv` (the tests run as root in CI) and, run as anyone else, say
-//! they are skipped.
+//! it as `nobody` through `setpriv` (the tests run as root in CI) and, run as anyone else, fail,
+//! or with `LNK_ALLOW_SKIP=1` say they are skipped.
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,23 +17,25 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::disk::{CLI, Decoy, Tell, boot_id, exists, names, now_ms, supervise_cli};
-use crate::procs::{wait_for_role, wait_gone};
-use crate::runs::{
-    Flags, poll, procs_args, start, stays_alive, stop, stopped_run, wait_no_supervisor,
-};
-use crate::sandbox::{Sandbox, path_str};
-use crate::serve::{ANSWER, link_run};
 use crate::wayin::{AGENT, Answer};
+use lnk_tests::bins::link_run;
+use lnk_tests::procs::{poll, stays_alive, wait_no_supervisor};
+use lnk_tests::procs::{wait_for_role, wait_gone};
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::{Sandbox, path_str};
+use lnk_tests::serve::ANSWER;
+use lnk_tests::tools::{procs_args, start, stop, stopped_run};
 
 /// `nobody`'s uid and gid.
 const NOBODY: u32 = 65534;
 
-/// Whether this process may act as another user; says so on stderr when not.
+/// Whether this process may act as another user; when not, the test fails, or is skipped with
+/// `LNK_ALLOW_SKIP=1`.
 fn can_be_nobody(test: &str) -> bool {
     if rustix::process::geteuid().is_root() {
         return true;
     }
-    crate::sandbox::say_skipped(&format!(
+    lnk_tests::skip::skip(&format!(
         "{test} needs root, to run the other user as nobody"
     ));
     false
@@ -103,7 +105,8 @@ fn a_state_folder_of_another_user_or_open_to_others_is_refused_everywhere() {
     let t = Tell::new(Sandbox::Passthrough);
     std::fs::create_dir(t.state()).unwrap();
     // What the other user planted: a record the sweep would otherwise believe.
-    std::fs::write(t.state().join("aaaaaaaaaaaaaaaaaaaa.json"), b"{}").unwrap();
+    let planted = t.state().join("aaaaaaaaaaaaaaaaaaaa.json");
+    std::fs::write(&planted, b"{}").unwrap();
     let argv = t.bg.serve(&Flags::default()).argv();
 
     if can_be_nobody("the other user's folder") {
@@ -121,9 +124,22 @@ fn a_state_folder_of_another_user_or_open_to_others_is_refused_everywhere() {
     chmod(t.state(), 0o1733);
     serve_refuses(&argv, "chmod 700");
 
-    // Made private, it is used (the planted file is damaged, not fatal).
+    // Made private, it is used (the planted file is damaged, not fatal): the sweep sets the
+    // planted record aside as `<id>.damaged`.
     chmod(t.state(), 0o700);
-    t.sweep();
+    let stderr = t.sweep();
+    assert!(
+        !planted.exists(),
+        "the planted record is still a record: {:?} {stderr}",
+        names(t.state())
+    );
+    let damaged = t.state().join("aaaaaaaaaaaaaaaaaaaa.damaged");
+    assert_eq!(
+        std::fs::read(&damaged).ok(),
+        Some(b"{}".to_vec()),
+        "the planted record was not set aside: {:?} {stderr}",
+        names(t.state())
+    );
 }
 
 /// A record shaped like a real one: `status` as given, the decoy's group, told nothing yet,
@@ -396,7 +412,7 @@ fn a_supervisor_that_refuses_its_folder_says_why_in_the_runs_log() {
     assert!(said, "the run's log does not say why: {seen:?}");
     wait_no_supervisor(&id, ANSWER);
     assert!(
-        crate::procs::with_marker(&marker).is_empty(),
+        lnk_tests::procs::with_marker(&marker).is_empty(),
         "the run ran from a refused folder"
     );
 }

@@ -17,8 +17,8 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use serde_json::{Value, json};
 
 use crate::disk::supervise_cli;
-use crate::runs::poll;
-use crate::sandbox::path_str;
+use lnk_tests::procs::poll;
+use lnk_tests::sandbox::path_str;
 
 /// The agent the tests' serves tell as (`--as`).
 pub const AGENT: &str = "agent-tests.1";

@@ -105,6 +105,19 @@ impl Cli {
     }
 }
 
+/// serve's command line (`serve` first) checked exactly as `lnk-link-run serve` checks it:
+/// the configuration, and whether `--no-sandbox-check` is among the flags.
+pub fn check_serve_line(argv: &[OsString]) -> Result<(Config, bool), Refusal> {
+    let program = std::iter::once(OsString::from("lnk-link-run"));
+    match Cli::parse_from_args(program.chain(argv.iter().cloned()))? {
+        Invocation::Serve {
+            config,
+            sandbox_check,
+        } => Ok((*config, !sandbox_check)),
+        _ => refuse("config: the entry's arguments do not start `serve`"),
+    }
+}
+
 /// Folds clap's several-line message into one line: what is wrong, without the usage.
 fn one_line(message: &str) -> String {
     let mut out = String::new();

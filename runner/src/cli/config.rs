@@ -6,7 +6,6 @@ use std::ffi::OsString;
 
 use super::args::ServeArgs;
 use super::refusal::{Refusal, refuse};
-use crate::config::Config;
 
 /// The hosts `config` writes an entry for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -129,19 +128,6 @@ impl ConfigArgs {
             force: self.force,
             serve_args,
         })
-    }
-}
-
-/// serve's command line (`serve` first) checked exactly as `lnk-link-run serve` checks it:
-/// the configuration, and whether `--no-sandbox-check` is among the flags.
-pub fn check_serve_line(argv: &[OsString]) -> Result<(Config, bool), Refusal> {
-    let program = std::iter::once(OsString::from("lnk-link-run"));
-    match super::command::Cli::parse_from_args(program.chain(argv.iter().cloned()))? {
-        super::Invocation::Serve {
-            config,
-            sandbox_check,
-        } => Ok((*config, !sandbox_check)),
-        _ => refuse("config: the entry's arguments do not start `serve`"),
     }
 }
 

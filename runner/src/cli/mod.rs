@@ -27,5 +27,5 @@ mod sandbox;
 mod serve;
 mod values;
 
-pub use command::{Cli, Invocation};
-pub use config::{ConfigRequest, Host, Scope, check_serve_line};
+pub use command::{Cli, Invocation, check_serve_line};
+pub use config::{ConfigRequest, Host, Scope};

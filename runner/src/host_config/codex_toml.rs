@@ -7,6 +7,8 @@ use super::json_edit::EditError;
 
 /// What Codex needs in the entry besides the command line.
 pub struct CodexEntry<'a> {
+    /// The server's name in the hosts' files: the table is `[mcp_servers.<name>]`.
+    pub name: &'a str,
     /// The absolute path of `lnk-link-run`.
     pub command: &'a str,
     /// serve's arguments.
@@ -14,9 +16,6 @@ pub struct CodexEntry<'a> {
     /// `tool_timeout_sec`: above `--timeout`.
     pub tool_timeout_sec: u64,
 }
-
-/// The server's name in the hosts' files.
-const NAME: &str = super::hosts::SERVER;
 
 /// The entry as a table, its `args` packed over lines as the README writes them.
 fn table(entry: &CodexEntry) -> Table {
@@ -63,10 +62,10 @@ pub fn merge(text: &str, entry: &CodexEntry, force: bool) -> Result<String, Edit
         })
         .as_table_like_mut()
         .ok_or_else(|| EditError::Malformed("`mcp_servers` is not a table".into()))?;
-    if servers.contains_key(NAME) && !force {
-        return Err(EditError::Exists(format!("mcp_servers.{NAME}")));
+    if servers.contains_key(entry.name) && !force {
+        return Err(EditError::Exists(format!("mcp_servers.{}", entry.name)));
     }
-    servers.insert(NAME, Item::Table(table(entry)));
+    servers.insert(entry.name, Item::Table(table(entry)));
     Ok(doc.to_string())
 }
 
@@ -91,6 +90,7 @@ mod tests {
         .map(str::to_owned)
         .collect();
         let entry = CodexEntry {
+            name: "link-run",
             command: "/b/lnk-link-run",
             args: &args,
             tool_timeout_sec: 300,

@@ -382,6 +382,7 @@ pub fn shown(path: &Path, home: &Path) -> String {
 /// Codex's entry from its edit.
 pub fn codex_entry<'a>(command: &'a str, args: &'a [String], seconds: u64) -> CodexEntry<'a> {
     CodexEntry {
+        name: SERVER,
         command,
         args,
         tool_timeout_sec: seconds,
