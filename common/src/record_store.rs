@@ -74,7 +74,8 @@ impl Record {
         tracing::warn!(
             id = %self.id,
             kept = kept.is_ok(),
-            "{first}; the run's end is tried again every {} s for {} s",
+            "{}; the run's end is tried again every {} s for {} s",
+            crate::Causes(&first),
             STORE_RETRY.as_secs(),
             STORE_RETRY.as_secs() * u64::from(STORE_RETRIES)
         );
