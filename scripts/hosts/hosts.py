@@ -49,6 +49,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import standin  # noqa: E402
+import steps  # noqa: E402
+import tasks  # noqa: E402
 
 PLACEHOLDER_HOME = "/home/me"
 PROMPT = "Run the Link Run calls, one after the other."
@@ -347,7 +349,7 @@ class ClaudeCodeQuickstart(ClaudeCode):
 class ClaudeCodeTasks(ClaudeCode):
     """Claude Code's MCP tasks, in its interactive interface on a pseudo-terminal.
 
-    The stand-in plays `standin.TasksScript`. Claude Code asks what it asks a person starting it
+    The stand-in plays `tasks.TasksScript`. Claude Code asks what it asks a person starting it
     for the first time in a folder: whether to trust the folder, whether to use the API key of
     the environment; this answers both as a person would. Its onboarding is marked done in
     `~/.claude.json` (it would test a connection to Anthropic first, and there is no network).
@@ -371,7 +373,7 @@ class ClaudeCodeTasks(ClaudeCode):
         home = self.make_home("home")
         token = f"{secrets.randbelow(9 * 10**8) + 10**8}"
         self.token = token
-        script = standin.TasksScript(token)
+        script = tasks.TasksScript(token)
         requests = self.root / "requests.jsonl"
         server = standin.StandIn(str(requests), script=script).serve()
         try:
@@ -501,11 +503,11 @@ class ClaudeCodeTasks(ClaudeCode):
 
     def long_run_id(self):
         calls = standin.calls_seen(str(self.root / "requests.jsonl"))
-        start = standin.tool_names([c["name"] for c in calls if c.get("name")], intents=("start",)).get("start")
+        start = steps.tool_names([c["name"] for c in calls if c.get("name")], intents=("start",)).get("start")
         starts = [c for c in calls if c["name"] == start]
         if len(starts) < 2:
             return None
-        match = standin.TASK_STARTED.search(starts[1]["result"] or "")
+        match = tasks.TASK_STARTED.search(starts[1]["result"] or "")
         return match.group(1) if match else None
 
     def run_state(self, run_id):
@@ -517,11 +519,11 @@ class ClaudeCodeTasks(ClaudeCode):
 
     def judge(self, requests, calls):
         problems = self.problems
-        names = standin.tool_names([c["name"] for c in calls if c.get("name")])
+        names = steps.tool_names([c["name"] for c in calls if c.get("name")])
         for intent in ("read", "list"):
             if any(c["name"] == names.get(intent) for c in calls):
                 problems.append(f"the stand-in called `{intent}`: the run's end must come from Claude Code alone")
-        markers = (standin.TASK_STDOUT_MARKER, standin.TASK_STDERR_MARKER)
+        markers = (tasks.TASK_STDOUT_MARKER, tasks.TASK_STDERR_MARKER)
         for call in calls:
             if any(m in json.dumps(call.get("args")) for m in markers):
                 problems.append(f"a marker appears in the arguments of {call['name']}: the check would prove nothing")
@@ -529,7 +531,7 @@ class ClaudeCodeTasks(ClaudeCode):
         if not starts:
             problems.append("the stand-in never called Link Run's `start`")
             return
-        first = standin.TASK_STARTED.search(starts[0]["result"] or "")
+        first = tasks.TASK_STARTED.search(starts[0]["result"] or "")
         if not first:
             problems.append("Claude Code did not make `start` a task: " + (starts[0]["result"] or "(no result)")[:400])
             return
@@ -538,12 +540,12 @@ class ClaudeCodeTasks(ClaudeCode):
         if len(starts) < 2:
             problems.append("the stand-in never started the long run")
             return
-        second = standin.TASK_STARTED.search(starts[1]["result"] or "")
+        second = tasks.TASK_STARTED.search(starts[1]["result"] or "")
         if not second:
             problems.append("Claude Code did not make the long `start` a task: " + (starts[1]["result"] or "")[:400])
             return
         self.long_run = second.group(1)
-        stops = [c for c in calls if c["name"] == standin.TASK_STOP]
+        stops = [c for c in calls if c["name"] == tasks.TASK_STOP]
         if not stops:
             problems.append("the stand-in never called Claude Code's TaskStop")
         elif stops[0]["is_error"]:
@@ -571,7 +573,7 @@ class ClaudeCodeTasks(ClaudeCode):
             messages = body.get("messages") or []
             if not messages or messages[-1].get("role") != "user":
                 continue
-            brought = [n for n in standin.notifications({"messages": messages[-1:]}) if f"MCP task {self.run_id} " in n]
+            brought = [n for n in tasks.notifications({"messages": messages[-1:]}) if f"MCP task {self.run_id} " in n]
             if not brought:
                 continue
             text = brought[0]
@@ -582,7 +584,7 @@ class ClaudeCodeTasks(ClaudeCode):
             content = previous.get("content") if isinstance(previous.get("content"), list) else []
             if previous.get("role") != "assistant" or any(b.get("type") == "tool_use" for b in content):
                 self.problems.append("the notification came as the answer to a tool call, not in a turn of Claude Code's own")
-            for marker, what in ((standin.TASK_STDOUT_MARKER, "stdout"), (standin.TASK_STDERR_MARKER, "stderr")):
+            for marker, what in ((tasks.TASK_STDOUT_MARKER, "stdout"), (tasks.TASK_STDERR_MARKER, "stderr")):
                 if marker not in text:
                     self.problems.append(f"the task notification lacks the run's {what} ({marker}): {text[-800:]}")
             if not re.search(r'exit_code\\?"?\s*:\s*3\b|exited with code 3\b', text):
@@ -721,10 +723,10 @@ CHECKS = {c.name: c for c in (ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks,
 
 def judge(calls):
     """What is missing from the tool results the host handed back, as a list of sentences."""
-    names = standin.tool_names([c["name"] for c in calls if c.get("name")])
-    by = {i: [c for c in calls if c.get("name") == names.get(i)] for i in standin.INTENTS}
+    names = steps.tool_names([c["name"] for c in calls if c.get("name")])
+    by = {i: [c for c in calls if c.get("name") == names.get(i)] for i in steps.INTENTS}
     problems = []
-    markers = (standin.STDOUT_MARKER, standin.STDERR_MARKER, standin.RUN_MARKER, standin.DRIVE_MARKER)
+    markers = (steps.STDOUT_MARKER, steps.STDERR_MARKER, steps.RUN_MARKER, steps.DRIVE_MARKER)
     for call in calls:
         if any(m in json.dumps(call.get("args")) for m in markers):
             problems.append(f"a marker appears in the arguments of {call['name']}: the check would prove nothing")
@@ -732,7 +734,7 @@ def judge(calls):
         problems.append("the host never called Link Run's `command`")
     else:
         result = by["command"][0]["result"] or ""
-        for marker, what in ((standin.STDOUT_MARKER, "stdout"), (standin.STDERR_MARKER, "stderr")):
+        for marker, what in ((steps.STDOUT_MARKER, "stdout"), (steps.STDERR_MARKER, "stderr")):
             if marker not in result:
                 problems.append(f"`command`'s result lacks the program's {what} ({marker})")
         if not re.search(r'exit_code\\?"?\s*:\s*3\b|exited with code 3\b', result):
@@ -741,7 +743,7 @@ def judge(calls):
     if not by["start"]:
         problems.append("the host never called `start`")
     else:
-        match = standin.RUN_ID.search(by["start"][0]["result"] or "")
+        match = steps.RUN_ID.search(by["start"][0]["result"] or "")
         if match:
             run_id = match.group(1)
         else:
@@ -753,17 +755,17 @@ def judge(calls):
     if run_id:
         if not by["read"]:
             problems.append("the host never called `read`")
-        elif not any(standin.RUN_MARKER in (c["result"] or "") for c in by["read"]):
-            problems.append(f"`read` never gave the run's bytes ({standin.RUN_MARKER})")
+        elif not any(steps.RUN_MARKER in (c["result"] or "") for c in by["read"]):
+            problems.append(f"`read` never gave the run's bytes ({steps.RUN_MARKER})")
     # Driving a run: an interactive `sh` is written a line, and a waiting `read` brings back its
     # answer, computed by the shell, as the host handed it to the model.
     if not by["write"]:
         problems.append("the host never called `write`: no interactive run was driven")
     else:
         waits = [c for c in by["read"] if "until" in json.dumps(c.get("args"))]
-        if not any(standin.DRIVE_MARKER in (c["result"] or "") for c in waits):
+        if not any(steps.DRIVE_MARKER in (c["result"] or "") for c in waits):
             problems.append(
-                f"the waiting `read` never gave the interactive run's answer ({standin.DRIVE_MARKER}) "
+                f"the waiting `read` never gave the interactive run's answer ({steps.DRIVE_MARKER}) "
                 "to the line `write` sent it"
             )
     return problems
