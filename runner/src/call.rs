@@ -133,7 +133,12 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let mut reaper = spawn::spawn(&spec.argv, spec.cwd.handle.as_fd(), spec.input.is_some())?;
+    let mut reaper = spawn::spawn(
+        &spec.argv,
+        spec.cwd.handle.as_fd(),
+        &spec.cwd.path,
+        spec.input.is_some(),
+    )?;
     let watched = watch(spec, control, progress, start, &mut reaper);
     if watched.is_err() {
         reaper.stop();
