@@ -16,7 +16,8 @@
 //! 3. puts `/dev/null` on stdin for a call without input;
 //! 4. sets every signal to its default with none blocked (this binary's runtime ignores
 //!    SIGPIPE, and an ignored signal would stay ignored across the exec);
-//! 5. `exec`s the program with the environment the sandbox gave it: fd 4 closes at the exec,
+//! 5. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
+//!    set it, the call's folder, as a cold start's sandbox sets it): fd 4 closes at the exec,
 //!    so the program has descriptors 0, 1 and 2 only, and nothing of the stub's executable.
 //!
 //! Any failure is written back ([`FAILED`] and the errno) before the stub exits having run
@@ -157,7 +158,17 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
         |arg: &OsString| CString::new(arg.as_bytes()).map_err(|_| io::Error::from(Errno::INVAL));
     let argv: Vec<CString> = spec.argv.iter().map(c).collect::<io::Result<_>>()?;
     let path = argv.first().cloned().ok_or(Errno::INVAL)?;
+    // A sandbox that tells its program its folder (bubblewrap sets `PWD` to the folder it
+    // started in) told the stub its own: the program is told the call's, as a cold start's is.
+    let folder = match spec.place.dir.as_os_str().is_empty() {
+        true => spec.place.files.clone(),
+        false => spec.place.files.join(&spec.place.dir),
+    };
     let env: Vec<CString> = std::env::vars_os()
+        .map(|(name, value)| match name.as_bytes() {
+            b"PWD" => (name, folder.clone().into_os_string()),
+            _ => (name, value),
+        })
         .map(|(name, value)| {
             let mut pair = name.into_vec();
             pair.push(b'=');
