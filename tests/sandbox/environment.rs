@@ -9,13 +9,11 @@ use serde_json::json;
 
 use crate::procs::marker;
 use crate::runs::{Bg, Flags, start, wait_ended};
-use crate::sandbox::{Sandbox, both_sandboxes};
+use crate::sandbox::{Sandbox, both_sandboxes, both_sandboxes_warm_and_cold};
 use crate::serve::{Setup, ran, text};
 
-both_sandboxes!(
-    a_call_sees_nothing_of_serves_environment,
-    a_run_sees_nothing_of_serves_environment
-);
+both_sandboxes_warm_and_cold!(a_call_sees_nothing_of_serves_environment);
+both_sandboxes!(a_run_sees_nothing_of_serves_environment);
 
 /// What a program prints of the environments it can reach: its own, its sandbox process's (pid 1
 /// in bubblewrap's PID namespace; itself under the pass-through prefix, which execs it), and

@@ -8,13 +8,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::runs::{Bg, Flags, start, wait_ended};
-use crate::sandbox::{Sandbox, both_sandboxes};
+use crate::sandbox::{Sandbox, both_sandboxes, both_sandboxes_warm_and_cold};
 use crate::serve::{Setup, ran, text};
 
-both_sandboxes!(
-    a_call_starts_with_no_signal_blocked_or_ignored,
-    a_run_starts_with_no_signal_blocked_or_ignored
-);
+both_sandboxes_warm_and_cold!(a_call_starts_with_no_signal_blocked_or_ignored);
+both_sandboxes!(a_run_starts_with_no_signal_blocked_or_ignored);
 
 /// The program: prints its own status, `SigBlk` and `SigIgn` among it.
 fn reader() -> serde_json::Value {

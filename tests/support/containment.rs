@@ -150,6 +150,7 @@ pub fn wait_file(path: &Path, within: Duration) {
 /// Makes, for each named test body `fn name(sandbox: Sandbox)`, a module `name` with three
 /// tests: `passthrough`, `bwrap_shared_pid` (bubblewrap with `--new-session`, no PID
 /// namespace) and `bwrap` (with one).
+#[allow(unused_macros)]
 macro_rules! every_sandbox {
     ($($name:ident),+ $(,)?) => {
         $(
@@ -178,4 +179,58 @@ macro_rules! every_sandbox {
         )+
     };
 }
+#[allow(unused_imports)]
 pub(crate) use every_sandbox;
+
+/// As [`every_sandbox`], and each with cold calls too ([`crate::serve::cold_starts`]):
+/// `passthrough_cold`, `bwrap_shared_pid_cold` and `bwrap_cold` beside the warm three.
+#[allow(unused_macros)]
+macro_rules! every_sandbox_warm_and_cold {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                use $crate::sandbox::Sandbox;
+
+                #[test]
+                fn passthrough() {
+                    super::$name(Sandbox::Passthrough);
+                }
+
+                #[test]
+                fn bwrap_shared_pid() {
+                    if Sandbox::BwrapSharedPid.usable() {
+                        super::$name(Sandbox::BwrapSharedPid);
+                    }
+                }
+
+                #[test]
+                fn bwrap() {
+                    if Sandbox::Bwrap.usable() {
+                        super::$name(Sandbox::Bwrap);
+                    }
+                }
+
+                #[test]
+                fn passthrough_cold() {
+                    $crate::serve::cold_starts(|| super::$name(Sandbox::Passthrough));
+                }
+
+                #[test]
+                fn bwrap_shared_pid_cold() {
+                    if Sandbox::BwrapSharedPid.usable() {
+                        $crate::serve::cold_starts(|| super::$name(Sandbox::BwrapSharedPid));
+                    }
+                }
+
+                #[test]
+                fn bwrap_cold() {
+                    if Sandbox::Bwrap.usable() {
+                        $crate::serve::cold_starts(|| super::$name(Sandbox::Bwrap));
+                    }
+                }
+            }
+        )+
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use every_sandbox_warm_and_cold;
