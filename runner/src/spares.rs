@@ -3,7 +3,7 @@
 //! and, unless calls start cold ([`crate::warm`]), with the call's sandbox already started
 //! inside it (`--warm <sandbox>…`, [`lnk_common::reaper::warm`]).
 //!
-//! One thread of `serve`'s, `spares`, keeps [`SPARES`] spares ready: `lnk-link-run reap --spare`,
+//! One thread of `serve`'s, `spares`, keeps [`SPARES`] spares ready (`LNK_SPARES`): `lnk-link-run reap --spare`,
 //! launched as every call's reaper is (`lnk_common::reaper::launch`), its stdio already the
 //! pipes a call reads, waiting on its control socket (see `lnk_common::reaper::spare`). A call
 //! takes it ([`hand`]), waits for its `ready` if it is still starting, sends its spec and its
@@ -50,8 +50,20 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How many spares `serve` keeps ready. Agents make a few calls at once (a host's parallel tool
 /// calls), and every idle spare costs memory (a reaper, and a warm sandbox's few processes):
 /// four cover the usual bursts; the fifth call of a burst starts cold, which waits for no other
-/// call's spare. (`docs/choices.md`.)
+/// call's spare. (`docs/choices.md`.) `LNK_SPARES=<n>` (1 to [`MAX_SPARES`]) changes it.
 pub const SPARES: usize = 4;
+/// The most spares `LNK_SPARES` may ask for.
+pub const MAX_SPARES: usize = 64;
+
+/// How many spares to keep: `LNK_SPARES` when it is a number from 1 to [`MAX_SPARES`], else
+/// [`SPARES`].
+fn how_many() -> usize {
+    std::env::var("LNK_SPARES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| (1..=MAX_SPARES).contains(n))
+        .unwrap_or(SPARES)
+}
 
 /// The spares of this process, once [`start`] ran (only `serve` starts them).
 static SPARES_OF_SERVE: OnceLock<Arc<Spares>> = OnceLock::new();
@@ -69,6 +81,7 @@ pub struct Settings {
 #[derive(Debug)]
 struct Spares {
     settings: Settings,
+    count: usize,
     slot: Mutex<VecDeque<Spare>>,
     taken: Condvar,
 }
@@ -94,6 +107,7 @@ pub fn folder_id(path: &Path) -> Option<(u64, u64)> {
 pub fn start(settings: Settings) {
     let spares = Arc::new(Spares {
         settings,
+        count: how_many(),
         slot: Mutex::default(),
         taken: Condvar::new(),
     });
@@ -181,14 +195,14 @@ impl Spares {
         lock(&self.slot).pop_front()
     }
 
-    /// The `spares` thread: keeps [`SPARES`] spares ready, for good.
+    /// The `spares` thread: keeps its count of spares ready, for good.
     fn refill(&self, first: mpsc::Sender<()>) {
         let mut first = Some(first);
         let mut failures = 0u32;
         loop {
             {
                 let mut slot = lock(&self.slot);
-                while slot.len() >= SPARES {
+                while slot.len() >= self.count {
                     slot = self
                         .taken
                         .wait(slot)
