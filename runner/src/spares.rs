@@ -27,6 +27,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -180,12 +181,53 @@ pub fn hand(
     }
 }
 
-/// Has the `spares` thread start the next spare if the slot is empty. A call asks once its
-/// sandbox runs (and again at its end): starting a spare costs a fork of serve and an exec,
-/// which would otherwise compete for a CPU with the spare that is just taking the call.
+/// Has the `spares` thread start the next spare if one is missing. A call asks once its
+/// sandbox runs (and again at its end): starting a spare costs a fork of serve and an exec (and
+/// a warm one its sandbox's start), which would otherwise compete for a CPU with the spare that
+/// is just taking the call.
 pub fn refill() {
     if let Some(spares) = SPARES_OF_SERVE.get() {
+        // Under the lock, so that the thread cannot miss it between its look and its wait.
+        drop(lock(&spares.slot));
         spares.taken.notify_one();
+    }
+}
+
+/// Calls between their arrival and their sandbox's start ([`Starting`]).
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// The longest the `spares` thread waits for calls that are starting before it starts a spare
+/// anyway (a safety net: a call starts within milliseconds).
+const DEFER_AT_MOST: Duration = Duration::from_millis(100);
+
+/// A call that is starting: while any is, the `spares` thread starts no spare (up to
+/// [`DEFER_AT_MOST`]), so that a burst of calls at once, most of which find no spare and start
+/// cold, does not also wait for CPU behind the spares' starts. [`Starting::done`] (or its drop)
+/// once the call's sandbox runs asks for the refill.
+#[derive(Debug)]
+pub struct Starting {
+    done: bool,
+}
+
+impl Starting {
+    /// A call begins to start.
+    pub fn begin() -> Self {
+        STARTING.fetch_add(1, Ordering::SeqCst);
+        Starting { done: false }
+    }
+
+    /// Its sandbox runs (or it ended): the spares may be refilled.
+    pub fn done(&mut self) {
+        if !self.done {
+            self.done = true;
+            STARTING.fetch_sub(1, Ordering::SeqCst);
+            refill();
+        }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        self.done();
     }
 }
 
@@ -202,11 +244,29 @@ impl Spares {
         loop {
             {
                 let mut slot = lock(&self.slot);
-                while slot.len() >= self.count {
-                    slot = self
-                        .taken
-                        .wait(slot)
-                        .unwrap_or_else(PoisonError::into_inner);
+                let mut deferred_since: Option<Instant> = None;
+                loop {
+                    if slot.len() >= self.count {
+                        deferred_since = None;
+                        slot = self
+                            .taken
+                            .wait(slot)
+                            .unwrap_or_else(PoisonError::into_inner);
+                        continue;
+                    }
+                    if STARTING.load(Ordering::SeqCst) > 0 {
+                        let since = *deferred_since.get_or_insert_with(Instant::now);
+                        let left = DEFER_AT_MOST.saturating_sub(since.elapsed());
+                        if !left.is_zero() {
+                            slot = self
+                                .taken
+                                .wait_timeout(slot, left)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0;
+                            continue;
+                        }
+                    }
+                    break;
                 }
             }
             match Spare::start(&self.settings) {
