@@ -172,8 +172,15 @@ pub fn run(options: &Options) -> Result<()> {
         bins.passthrough.display()
     ));
     let outcome = measure(options, &bins, &place, &mut report);
-    // Every serve is shut down (or killed by its Drop) by now: nothing of the run may remain.
-    let left = procs::running_with(&marker);
+    // Every serve is shut down (or killed by its Drop) by now: nothing of the run may remain
+    // once their spares, told of serve's end, have killed their warm sandboxes (a matter of
+    // milliseconds).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = procs::running_with(&marker);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left = procs::running_with(&marker);
+    }
     report.print();
     outcome?;
     if !left.is_empty() {
