@@ -133,21 +133,21 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let mut starting = crate::spares::Starting::begin();
+    let in_flight = crate::spares::InFlight::begin();
     let mut reaper = spawn::spawn(
         &spec.argv,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),
     )?;
-    let watched = watch(spec, control, progress, start, &mut reaper, &mut starting);
+    let watched = watch(spec, control, progress, start, &mut reaper, &in_flight);
     if watched.is_err() {
         reaper.stop();
     }
     // However the watch ended, the reaper is reaped here (after it killed everything), and
     // what it may have left in its session is killed first if it did not end as it should.
     // A call that ended before its sandbox started did not ask for the next spare yet.
-    drop(starting);
+    drop(in_flight);
     let reaped = reaper.finish();
     let watched = watched?;
     reaped?;
@@ -202,7 +202,7 @@ fn watch(
     mut progress: Option<&mut dyn FnMut(Duration, u64)>,
     start: Instant,
     reaper: &mut Reaper,
-    starting: &mut crate::spares::Starting,
+    in_flight: &crate::spares::InFlight,
 ) -> io::Result<Watched> {
     let mut call = Running {
         stdout: reaper.child.stdout.take(),
@@ -329,7 +329,7 @@ fn watch(
                     Event::Ready => {}
                     Event::Started(_) => {
                         seen.started = true;
-                        starting.done();
+                        in_flight.started();
                     }
                     Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
                     Event::Leftovers => seen.leftovers_killed = true,

@@ -193,41 +193,36 @@ pub fn refill() {
     }
 }
 
-/// Calls between their arrival and their sandbox's start ([`Starting`]).
-static STARTING: AtomicUsize = AtomicUsize::new(0);
-/// The longest the `spares` thread waits for calls that are starting before it starts a spare
-/// anyway (a safety net: a call starts within milliseconds).
+/// Calls in flight ([`InFlight`]).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// The longest the `spares` thread holds back while several calls are in flight before it
+/// starts a spare anyway.
 const DEFER_AT_MOST: Duration = Duration::from_millis(100);
 
-/// A call that is starting: while any is, the `spares` thread starts no spare (up to
-/// [`DEFER_AT_MOST`]), so that a burst of calls at once, most of which find no spare and start
-/// cold, does not also wait for CPU behind the spares' starts. [`Starting::done`] (or its drop)
-/// once the call's sandbox runs asks for the refill.
+/// A call in flight, from its arrival to its end. While more than one is, the `spares` thread
+/// holds back (up to [`DEFER_AT_MOST`]): in a burst of calls at once most find no spare and
+/// start cold, and starting warm sandboxes meanwhile would only make them wait for CPU. One
+/// call alone gets its spare replaced as soon as its sandboxes runs ([`InFlight::started`]).
 #[derive(Debug)]
-pub struct Starting {
-    done: bool,
-}
+pub struct InFlight(());
 
-impl Starting {
-    /// A call begins to start.
+impl InFlight {
+    /// A call arrives.
     pub fn begin() -> Self {
-        STARTING.fetch_add(1, Ordering::SeqCst);
-        Starting { done: false }
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        InFlight(())
     }
 
-    /// Its sandbox runs (or it ended): the spares may be refilled.
-    pub fn done(&mut self) {
-        if !self.done {
-            self.done = true;
-            STARTING.fetch_sub(1, Ordering::SeqCst);
-            refill();
-        }
+    /// Its sandbox runs: the spare it took may be replaced.
+    pub fn started(&self) {
+        refill();
     }
 }
 
-impl Drop for Starting {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.done();
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        refill();
     }
 }
 
@@ -254,7 +249,7 @@ impl Spares {
                             .unwrap_or_else(PoisonError::into_inner);
                         continue;
                     }
-                    if STARTING.load(Ordering::SeqCst) > 0 {
+                    if IN_FLIGHT.load(Ordering::SeqCst) > 1 {
                         let since = *deferred_since.get_or_insert_with(Instant::now);
                         let left = DEFER_AT_MOST.saturating_sub(since.elapsed());
                         if !left.is_zero() {
