@@ -5,7 +5,9 @@
 //! It runs inside the sandbox as the program of a cold call would, reached through the
 //! executable the reaper hands it at fd 3 (as the sandbox check's probe is), with its channel
 //! to the reaper at fd 4. It closes fd 3 and every descriptor above 4 first, makes fd 4
-//! close-on-exec, says it is ready, and sleeps in a read until the call comes. Then it:
+//! close-on-exec, makes itself not dumpable (no other process of the user may trace it or
+//! open its descriptors while it waits), says it is ready, and sleeps in a read until the
+//! call comes. Then it:
 //!
 //! 1. opens the files folder by its path, as the sandbox shows it, and refuses it unless it is
 //!    the very folder (device and inode) the call arrived for: a folder replaced since the
@@ -72,6 +74,15 @@ fn set_up() -> Option<OwnedFd> {
             && libc::syscall(libc::SYS_close_range, STUB_CHANNEL_FD + 1, u32::MAX, 0) == 0
     };
     if !closed {
+        return None;
+    }
+    // Not dumpable while it waits: under a sandbox without a PID namespace another call's
+    // program (the same user) could otherwise trace the stub, or open its descriptors through
+    // /proc, and so reach a later call. The `exec` makes the program dumpable again, as a cold
+    // start's program is.
+    if rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .is_err()
+    {
         return None;
     }
     if std::fs::symlink_metadata(format!("/proc/self/fd/{STUB_CHANNEL_FD}")).is_err() {

@@ -322,3 +322,38 @@ fn two_calls_in_a_row_share_no_namespace_and_no_tmp() {
         assert_ne!(seen[0][i], format!("{kind} {}", outside.display()));
     }
 }
+
+/// Without a PID namespace, a call's program sees the stubs that wait for later calls: it may
+/// not trace them or open their descriptors (they are not dumpable while they wait).
+#[test]
+fn a_program_cannot_reach_a_waiting_stub_without_a_pid_namespace() {
+    if !Sandbox::BwrapSharedPid.usable() {
+        return;
+    }
+    let setup = Setup::new(Sandbox::BwrapSharedPid);
+    let mut serve = setup.serve().start();
+    let waiting = wait_stubs(serve.pid(), 4, &[]);
+    let script = waiting
+        .iter()
+        .map(|pid| {
+            format!(
+                "readlink /proc/{pid}/fd/0 /proc/{pid}/fd/4 >/dev/null 2>&1 && echo reached {pid}; \
+                 cat /proc/{pid}/environ >/dev/null 2>&1 && echo read {pid}; \
+                 test -e /proc/{pid} && echo saw {pid};"
+            )
+        })
+        .collect::<String>();
+    let result = serve.call(json!({"program": "sh", "args": ["-c", script]}));
+    let out = stdout_of(&result);
+    // The one the call itself took is its own program now; the others wait for later calls.
+    let others: Vec<&i32> = waiting
+        .iter()
+        .filter(|pid| out.contains(&format!("saw {pid}")))
+        .filter(|pid| !out.contains(&format!("read {pid}")) || stubs(serve.pid()).contains(pid))
+        .collect();
+    assert!(others.len() >= 3, "the stubs are in sight: {out}");
+    for pid in others {
+        assert!(!out.contains(&format!("reached {pid}")), "{out}");
+        assert!(!out.contains(&format!("read {pid}")), "{out}");
+    }
+}
