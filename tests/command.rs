@@ -30,3 +30,6 @@ mod protocol;
 /// Item 4: the `command` tool — what runs, with what input and environment.
 #[path = "command/tool.rs"]
 mod tool;
+/// Issue 22: warm sandboxes, started ahead of their calls.
+#[path = "command/warm.rs"]
+mod warm;

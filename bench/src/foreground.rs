@@ -1,5 +1,10 @@
 //! `lnk-bench foreground`: per-call overhead, an output flood, and concurrency, each against a
-//! baseline measured in the same run.
+//! baseline measured in the same run; warm and cold calls against a peer server
+//! ([`compare`]), and idle warm spares ([`idle`]).
+
+mod compare;
+mod flood;
+mod idle;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -21,7 +26,7 @@ const FLOOD_OUTPUT: &str = "64KiB";
 /// Calls before the timed ones, so that caches and the allocator are warm.
 const WARMUP: usize = 20;
 /// The programs every serve may run.
-const ALLOWED: [&str; 3] = ["true", "lnk-bench-flood", "sleep"];
+const ALLOWED: [&str; 4] = ["true", "lnk-bench-flood", "sleep", "echo"];
 
 /// What to measure, and how often.
 #[derive(Debug, Clone, clap::Args)]
@@ -44,6 +49,21 @@ pub struct Options {
     /// Rounds of the concurrent calls.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Calls of `echo hi` per target and phase in the warm/cold/peer comparison (0 skips it).
+    #[arg(long, default_value_t = 300)]
+    pub compare_calls: usize,
+    /// Only the warm/cold/peer comparison, the calls at once and the idle spares.
+    #[arg(long)]
+    pub compare_only: bool,
+    /// Idle warm spares measured.
+    #[arg(long, default_value_t = 10)]
+    pub idle_spares: usize,
+    /// For how long the idle spares are measured, in seconds (0 skips it).
+    #[arg(long, default_value_t = 60)]
+    pub idle_secs: u64,
+    /// Where the peer (mcp-server-commands 0.5.0) is installed from npm.
+    #[arg(long, default_value_os_t = compare::default_cache())]
+    pub peer_cache: PathBuf,
 }
 
 /// The binaries next to this one.
@@ -85,6 +105,7 @@ impl Place {
         let links = [
             ("true", true_path.clone()),
             ("sleep", system_program("sleep")?),
+            ("echo", system_program("echo")?),
             ("lnk-bench-flood", bins.flood.clone()),
         ];
         for (name, target) in links {
@@ -151,8 +172,15 @@ pub fn run(options: &Options) -> Result<()> {
         bins.passthrough.display()
     ));
     let outcome = measure(options, &bins, &place, &mut report);
-    // Every serve is shut down (or killed by its Drop) by now: nothing of the run may remain.
-    let left = procs::running_with(&marker);
+    // Every serve is shut down (or killed by its Drop) by now: nothing of the run may remain
+    // once their spares, told of serve's end, have killed their warm sandboxes (a matter of
+    // milliseconds).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = procs::running_with(&marker);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left = procs::running_with(&marker);
+    }
     report.print();
     outcome?;
     if !left.is_empty() {
@@ -164,6 +192,25 @@ pub fn run(options: &Options) -> Result<()> {
 }
 
 fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -> Result<()> {
+    if !options.compare_only {
+        measure_overheads(options, bins, place, report)?;
+    }
+    if options.compare_calls > 0 {
+        compare::compare(report, bins, place, options)?;
+    }
+    if options.idle_secs > 0 {
+        idle::idle(report, bins, place, options)?;
+    }
+    Ok(())
+}
+
+/// Items 1 to 4.
+fn measure_overheads(
+    options: &Options,
+    bins: &Bins,
+    place: &Place,
+    report: &mut Report,
+) -> Result<()> {
     let passthrough = vec![bins.passthrough.clone().into_os_string()];
 
     let serve = Serve::start(
@@ -196,7 +243,7 @@ fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -
         "flood",
         &place.serve_args(bins, "flood", passthrough.clone()),
     )?;
-    flood(report, serve, bins, options)?;
+    flood::flood(report, serve, bins, options)?;
 
     let serve = Serve::start("sleeps", &place.serve_args(bins, "sleeps", passthrough))?;
     concurrency(report, serve, options)?;
@@ -410,95 +457,6 @@ fn concurrency(report: &mut Report, mut serve: Serve, options: &Options) -> Resu
         "peak RSS of this serve (VmHWM)",
         mib(hwm),
         String::new(),
-        None,
-    ));
-    Ok(())
-}
-
-/// Item 2: floods through serve against floods into `cat >/dev/null`, interleaved; then the
-/// serve's peak RSS, read while it is alive. Shuts `serve` down afterwards.
-fn flood(report: &mut Report, mut serve: Serve, bins: &Bins, options: &Options) -> Result<()> {
-    let bytes = options.flood_bytes;
-    let count = bytes.to_string();
-    let limit = Duration::from_secs(120);
-    let mut via_serve = Vec::new();
-    let mut via_cat = Vec::new();
-    let mut serve_cpu = Vec::new();
-    let mut elapsed_ms = Vec::new();
-    for _ in 0..options.flood_runs {
-        let cpu_before = procs::cpu_time(serve.pid())?;
-        let start = Instant::now();
-        let answer = serve.call("lnk-bench-flood", &[&count], limit)?;
-        via_serve.push(start.elapsed());
-        serve_cpu.push(procs::cpu_time(serve.pid())?.saturating_sub(cpu_before));
-        elapsed_ms.push(Duration::from_millis(answer.elapsed_ms));
-        if answer.stdout_bytes != bytes || answer.exit_code != Some(0) {
-            bail!("the flood through serve: expected {bytes} bytes and exit 0, got {answer:?}");
-        }
-
-        let start = Instant::now();
-        let status = Command::new("sh")
-            .args(["-c", "\"$0\" \"$1\" | cat >/dev/null"])
-            .arg(&bins.flood)
-            .arg(&count)
-            .stdin(Stdio::null())
-            .status()
-            .context("running the flood into cat")?;
-        via_cat.push(start.elapsed());
-        if !status.success() {
-            bail!("the flood into cat exited with {status}");
-        }
-    }
-    let hwm = procs::status_bytes(serve.pid(), "VmHWM")?;
-    serve.shutdown()?;
-
-    let s = Summary::of(&via_serve);
-    let c = Summary::of(&via_cat);
-    let mbps = |d: Duration| bytes as f64 / d.as_secs_f64().max(1e-9) / 1e6;
-    let ratio = mbps(s.median) / mbps(c.median);
-    report.section(&format!(
-        "2. flood: {bytes} bytes to stdout, --output {FLOOD_OUTPUT}, {} runs each \
-         (p90 column: throughput of the p90 time, the slow end)",
-        options.flood_runs
-    ));
-    report.row(Row::value_n(
-        "serve: one `command` call",
-        s.n,
-        format!("{:.0} MB/s", mbps(s.median)),
-        format!("{:.0} MB/s", mbps(s.p90)),
-        None,
-    ));
-    report.row(Row::value_n(
-        "writer | cat >/dev/null",
-        c.n,
-        format!("{:.0} MB/s", mbps(c.median)),
-        format!("{:.0} MB/s", mbps(c.p90)),
-        None,
-    ));
-    report.row(Row::value(
-        "ratio serve / cat (medians)",
-        format!("{ratio:.2}"),
-        String::new(),
-        Some((">= 0.5".into(), ratio >= 0.5)),
-    ));
-    report.row(Row::value(
-        "peak RSS of serve (VmHWM)",
-        mib(hwm),
-        String::new(),
-        Some(("< 16 MiB".into(), hwm < 16 << 20)),
-    ));
-    let e = Summary::of(&elapsed_ms);
-    report.row(Row::value(
-        "serve's own elapsed_ms (spawn to exit)",
-        format!("{} ms", e.median.as_millis()),
-        format!("{} ms", e.p90.as_millis()),
-        None,
-    ));
-    let cpu = Summary::of(&serve_cpu);
-    report.row(Row::value(
-        "serve's CPU time per flood (user+sys)",
-        format!("{:.0} ms", stats::ms(cpu.median)),
-        format!("{:.0} ms", stats::ms(cpu.p90)),
         None,
     ));
     Ok(())

@@ -1,4 +1,4 @@
-//! The README's recommended sandbox line, read from README.md as the tests read it (the block
+//! The recommended sandbox line, read from docs/sandbox.md as the tests read it (the block
 //! under "### The recommended sandbox line", `/home/me/work` standing for the files folder), so
 //! that the benchmarks measure the line people copy.
 
@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-const README: &str = include_str!("../../README.md");
+const SANDBOX_DOC: &str = include_str!("../../docs/sandbox.md");
 const HEADING: &str = "### The recommended sandbox line";
 const FILES_PLACEHOLDER: &str = "/home/me/work";
 
 /// The line's elements as the README writes them, without the leading `--`.
 fn elements() -> Result<Vec<String>> {
-    let at = README
+    let at = SANDBOX_DOC
         .find(HEADING)
         .context("README.md has no recommended sandbox line")?;
-    let rest = &README[at..];
+    let rest = &SANDBOX_DOC[at..];
     let open = rest.find("\n```").context("no block after the heading")?;
     let body = &rest[open + 4..];
     let body = &body[body.find('\n').map_or(0, |i| i + 1)..];

@@ -92,15 +92,25 @@ impl Serve {
         if !args.sandbox_check {
             command.arg("--no-sandbox-check");
         }
+        command.arg("--").args(&args.sandbox);
+        Serve::start_command(name, command, log, &args.log)
+    }
+
+    /// Starts any MCP server over stdio (`command`, its stdio set here; its stderr to `log`,
+    /// whose path is `log_path`) and goes through the initialize handshake.
+    pub fn start_command(
+        name: &str,
+        mut command: Command,
+        log: File,
+        log_path: &Path,
+    ) -> Result<Serve> {
         command
-            .arg("--")
-            .args(&args.sandbox)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log);
         let mut child = command
             .spawn()
-            .with_context(|| format!("starting {}", args.binary.display()))?;
+            .with_context(|| format!("starting {:?}", command.get_program()))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
             let _ = child.wait();
@@ -111,7 +121,7 @@ impl Serve {
             child,
             stdin: Some(stdin),
             lines: LineReader::new(stdout),
-            log: args.log.clone(),
+            log: log_path.to_path_buf(),
             next_id: 1,
             last_answer_bytes: 0,
         };

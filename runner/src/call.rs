@@ -133,15 +133,21 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let mut reaper = spawn::spawn(&spec.argv, spec.cwd.handle.as_fd(), spec.input.is_some())?;
-    let watched = watch(spec, control, progress, start, &mut reaper);
+    let in_flight = crate::spares::InFlight::begin();
+    let mut reaper = spawn::spawn(
+        &spec.argv,
+        spec.cwd.handle.as_fd(),
+        &spec.cwd.path,
+        spec.input.is_some(),
+    )?;
+    let watched = watch(spec, control, progress, start, &mut reaper, &in_flight);
     if watched.is_err() {
         reaper.stop();
     }
     // However the watch ended, the reaper is reaped here (after it killed everything), and
     // what it may have left in its session is killed first if it did not end as it should.
     // A call that ended before its sandbox started did not ask for the next spare yet.
-    crate::spares::refill();
+    drop(in_flight);
     let reaped = reaper.finish();
     let watched = watched?;
     reaped?;
@@ -196,6 +202,7 @@ fn watch(
     mut progress: Option<&mut dyn FnMut(Duration, u64)>,
     start: Instant,
     reaper: &mut Reaper,
+    in_flight: &crate::spares::InFlight,
 ) -> io::Result<Watched> {
     let mut call = Running {
         stdout: reaper.child.stdout.take(),
@@ -322,7 +329,7 @@ fn watch(
                     Event::Ready => {}
                     Event::Started(_) => {
                         seen.started = true;
-                        crate::spares::refill();
+                        in_flight.started();
                     }
                     Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
                     Event::Leftovers => seen.leftovers_killed = true,

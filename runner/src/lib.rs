@@ -33,9 +33,11 @@ mod render;
 mod server;
 mod spares;
 mod spawn;
+mod stub;
 mod sync;
 mod tools;
 mod utf8;
+mod warm;
 mod workdir;
 mod writer;
 
@@ -52,8 +54,12 @@ pub fn main() -> ExitCode {
     // A call's reaper, started by `serve` once per call: before clap and logging, whose set-up
     // would be every call's cost.
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|sub| sub == reaper::REAP) {
-        return lnk_proc::reaper::main(args);
+    match args.nth(1) {
+        Some(sub) if sub == reaper::REAP => return lnk_proc::reaper::main(args),
+        // A warm sandbox's stub: before anything else too, and with nothing open but what the
+        // reaper handed it.
+        Some(sub) if sub == stub::STUB => return stub::main(),
+        _ => {}
     }
     let (config, sandbox_check) = match cli::Cli::parse_args() {
         Ok(cli::Invocation::Serve {
@@ -117,14 +123,19 @@ fn init_logging() {
 fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     use anyhow::Context;
     // Before anything else starts: a sandbox that does not confine is a refusal to start.
-    let sandbox_warnings = if sandbox_check {
-        check::before_serving(&config).map_err(anyhow::Error::msg)?
+    let warm_asked = !warm::cold_asked();
+    let (sandbox_warnings, warmth) = if sandbox_check {
+        check::before_serving(&config, warm_asked).map_err(anyhow::Error::msg)?
     } else {
-        vec![
-            "--no-sandbox-check: the sandbox was not checked; nothing proves that it keeps the \
-              agent's programs from the agent's key, the state folder or serve's environment"
-                .to_owned(),
-        ]
+        let warmth = if warm_asked {
+            Ok(())
+        } else {
+            Err("cold starts were asked for".to_owned())
+        };
+        let warning = "--no-sandbox-check: the sandbox was not checked; nothing proves that it \
+                       keeps the agent's programs from the agent's key, the state folder or \
+                       serve's environment";
+        (vec![warning.to_owned()], warmth)
     };
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
@@ -143,8 +154,9 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     if let Some(background) = &config.background {
         background::start_sweeps(background);
     }
-    // A call's reaper started ahead of it, once the sandbox is checked.
-    spares::start();
+    // A call's reaper started ahead of it (with its sandbox, when calls start warm), once the
+    // sandbox is checked.
+    spares::start(warm::settings(&config, warmth, sandbox_check));
     let server = server::Server::new(context::Toolbox::new(config), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()

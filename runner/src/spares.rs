@@ -1,27 +1,39 @@
 //! Spare reapers: a call's reaper started ahead of the call, so that a call hands its spec to a
-//! reaper that already runs instead of waiting for one to start (most of a call's overhead).
+//! reaper that already runs instead of waiting for one to start (most of a call's overhead);
+//! and, unless calls start cold ([`crate::warm`]), with the call's sandbox already started
+//! inside it (`--warm <sandbox>…`, [`lnk_proc::reaper::warm`]).
 //!
-//! One thread of `serve`'s, `spares`, keeps one spare ready: `lnk-link-run reap --spare`,
+//! One thread of `serve`'s, `spares`, keeps [`SPARES`] spares ready (`LNK_SPARES`): `lnk-link-run reap --spare`,
 //! launched as every call's reaper is (`lnk_proc::reaper::launch`), its stdio already the
 //! pipes a call reads, waiting on its control socket (see `lnk_proc::reaper::spare`). A call
 //! takes it ([`hand`]), waits for its `ready` if it is still starting, sends its spec and its
 //! working folder, and, once its sandbox runs, wakes the thread ([`refill`]), which starts the
 //! next spare meanwhile. A call that
-//! finds no spare (calls at once), or whose spare is gone, starts a reaper of its own, as
-//! before spares: nothing is lost but time.
+//! finds no spare (more calls at once than spares), or whose spare is gone, starts a reaper of
+//! its own, as before spares: nothing is lost but time.
+//!
+//! A warm spare's sandbox shows the files folder it was started with. Its device and inode are
+//! taken when the spare starts and compared with the folder's when the call arrives: a spare
+//! of a folder replaced since is thrown away, never used (and the stub checks the same inside,
+//! against the identity at the call's arrival, [`lnk_proc::reaper::warm_wire::Place`]).
 //!
 //! The parent-death signal of a spare, and so of the call that takes it, is tied to the thread
 //! that spawned it: the `spares` thread never ends while `serve` runs. When `serve` dies its
 //! spare gets SIGTERM and its control socket ends, and it exits having run nothing.
 
+use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{io, thread};
 
+use lnk_proc::reaper::warm::{Place, WARM};
 use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
@@ -36,30 +48,71 @@ const FIRST_WITHIN: Duration = Duration::from_secs(2);
 /// After a spare could not be started, how long until the next try.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// The spares of this process, once [`start`] ran (only `serve` starts them).
-static SPARES: OnceLock<Arc<Spares>> = OnceLock::new();
+/// How many spares `serve` keeps ready. Agents make a few calls at once (a host's parallel tool
+/// calls), and every idle spare costs memory (a reaper, and a warm sandbox's few processes):
+/// four cover the usual bursts; the fifth call of a burst starts cold, which waits for no other
+/// call's spare. (`docs/choices.md`.) `LNK_SPARES=<n>` (1 to [`MAX_SPARES`]) changes it.
+pub const SPARES: usize = 4;
+/// The most spares `LNK_SPARES` may ask for.
+pub const MAX_SPARES: usize = 64;
 
-/// The spare slot and the refill thread's wake-up.
-#[derive(Debug, Default)]
+/// How many spares to keep: `LNK_SPARES` when it is a number from 1 to [`MAX_SPARES`], else
+/// [`SPARES`].
+fn how_many() -> usize {
+    std::env::var("LNK_SPARES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| (1..=MAX_SPARES).contains(n))
+        .unwrap_or(SPARES)
+}
+
+/// The spares of this process, once [`start`] ran (only `serve` starts them).
+static SPARES_OF_SERVE: OnceLock<Arc<Spares>> = OnceLock::new();
+
+/// How spares are started.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The files folder (canonical), whose identity a warm spare's sandbox shows.
+    pub files: PathBuf,
+    /// The sandbox prefix, for warm spares; `None` for cold starts.
+    pub warm: Option<Vec<OsString>>,
+}
+
+/// The spares ready, oldest first, and the refill thread's wake-up.
+#[derive(Debug)]
 struct Spares {
-    slot: Mutex<Option<Spare>>,
+    settings: Settings,
+    count: usize,
+    slot: Mutex<VecDeque<Spare>>,
     taken: Condvar,
 }
 
-/// A spare reaper, started: its process (stdio piped), its reports, and `serve`'s end of its
-/// control socket.
+/// A spare reaper, started: its process (stdio piped), its reports, `serve`'s end of its
+/// control socket, and for a warm one the files folder's identity when it started.
 #[derive(Debug)]
-struct Spare {
+pub struct Spare {
     child: Child,
     reports: Reports,
     control: OwnedFd,
+    files_id: Option<(u64, u64)>,
+}
+
+/// The device and inode of the folder at `path`.
+pub fn folder_id(path: &Path) -> Option<(u64, u64)> {
+    let stat = rustix::fs::stat(path).ok()?;
+    Some((stat.st_dev, stat.st_ino))
 }
 
 /// Starts the `spares` thread and waits (briefly) until it has spawned the first spare, so that
 /// the first call finds one. A failure is logged; calls then start reapers of their own.
-pub fn start() {
-    let spares = Arc::new(Spares::default());
-    if SPARES.set(Arc::clone(&spares)).is_err() {
+pub fn start(settings: Settings) {
+    let spares = Arc::new(Spares {
+        settings,
+        count: how_many(),
+        slot: Mutex::default(),
+        taken: Condvar::new(),
+    });
+    if SPARES_OF_SERVE.set(Arc::clone(&spares)).is_err() {
         return;
     }
     let (first_tx, first_rx) = mpsc::channel();
@@ -77,56 +130,146 @@ pub fn start() {
 }
 
 /// Hands a call to a spare, when one is there and takes it: the call's reaper, running the
-/// call. `None`: no spare (or it could not take the call, and was disposed of); the caller
-/// starts a reaper of its own.
-pub fn hand(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> Option<Reaper> {
-    let spares = SPARES.get()?;
+/// call. `workdir` is the call's working folder (canonical, inside the files folder). `None`:
+/// no spare (or it could not take the call, and was disposed of); the caller starts a reaper
+/// of its own.
+pub fn hand(
+    options: &Options,
+    cwd: BorrowedFd<'_>,
+    workdir: &Path,
+    with_input: bool,
+) -> Option<Reaper> {
+    let spares = SPARES_OF_SERVE.get()?;
     let mut options = options.clone();
     options.null_stdin = !with_input;
+    let files = &spares.settings.files;
+    let spare = loop {
+        let spare = spares.take()?;
+        let Some(id) = spare.files_id else {
+            break spare;
+        };
+        match (folder_id(files), workdir.strip_prefix(files)) {
+            (Some(now), Ok(dir)) if now == id => {
+                options.warm = Some(Place {
+                    files: files.clone(),
+                    dir: dir.to_path_buf(),
+                    id: now,
+                });
+                break spare;
+            }
+            // Its sandbox may show a files folder replaced since it started: never used.
+            (Some(_), _) => {
+                tracing::debug!("a warm spare of a replaced files folder is thrown away");
+                spare.dispose();
+                refill();
+            }
+            // The folder cannot be looked at: the spare runs the call cold.
+            (None, _) => break spare,
+        }
+    };
     // A spec too large for a spare goes the old way, where the kernel's limit decides.
-    let spec = spare::encode(&options)?;
-    let spare = spares.take()?;
+    let Some(spec) = spare::encode(&options) else {
+        spare.dispose();
+        return None;
+    };
     match spare.hand(&spec, cwd, with_input) {
         Ok(reaper) => Some(reaper),
         Err(err) => {
-            tracing::debug!("a spare reaper could not take a call ({err}); starting one for it");
+            tracing::debug!(
+                "a spare reaper could not take a call ({}); starting one for it",
+                lnk_common::Causes(&err)
+            );
             None
         }
     }
 }
 
-/// Has the `spares` thread start the next spare if the slot is empty. A call asks once its
-/// sandbox runs (and again at its end): starting a spare costs a fork of serve and an exec,
-/// which would otherwise compete for a CPU with the spare that is just taking the call.
+/// Has the `spares` thread start the next spare if one is missing. A call asks once its
+/// sandbox runs (and again at its end): starting a spare costs a fork of serve and an exec (and
+/// a warm one its sandbox's start), which would otherwise compete for a CPU with the spare that
+/// is just taking the call.
 pub fn refill() {
-    if let Some(spares) = SPARES.get() {
+    if let Some(spares) = SPARES_OF_SERVE.get() {
+        // Under the lock, so that the thread cannot miss it between its look and its wait.
+        drop(lock(&spares.slot));
         spares.taken.notify_one();
     }
 }
 
-impl Spares {
-    /// Takes the spare, if there is one. The next one is started at [`refill`].
-    fn take(&self) -> Option<Spare> {
-        lock(&self.slot).take()
+/// Calls in flight ([`InFlight`]).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// The longest the `spares` thread holds back while several calls are in flight before it
+/// starts a spare anyway.
+const DEFER_AT_MOST: Duration = Duration::from_millis(100);
+
+/// A call in flight, from its arrival to its end. While more than one is, the `spares` thread
+/// holds back (up to [`DEFER_AT_MOST`]): in a burst of calls at once most find no spare and
+/// start cold, and starting warm sandboxes meanwhile would only make them wait for CPU. One
+/// call alone gets its spare replaced as soon as its sandboxes runs ([`InFlight::started`]).
+#[derive(Debug)]
+pub struct InFlight(());
+
+impl InFlight {
+    /// A call arrives.
+    pub fn begin() -> Self {
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        InFlight(())
     }
 
-    /// The `spares` thread: keeps one spare in the slot, for good.
+    /// Its sandbox runs: the spare it took may be replaced.
+    pub fn started(&self) {
+        refill();
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        refill();
+    }
+}
+
+impl Spares {
+    /// Takes the oldest spare, if there is one. The next one is started at [`refill`].
+    fn take(&self) -> Option<Spare> {
+        lock(&self.slot).pop_front()
+    }
+
+    /// The `spares` thread: keeps its count of spares ready, for good.
     fn refill(&self, first: mpsc::Sender<()>) {
         let mut first = Some(first);
         let mut failures = 0u32;
         loop {
             {
                 let mut slot = lock(&self.slot);
-                while slot.is_some() {
-                    slot = self
-                        .taken
-                        .wait(slot)
-                        .unwrap_or_else(PoisonError::into_inner);
+                let mut deferred_since: Option<Instant> = None;
+                loop {
+                    if slot.len() >= self.count {
+                        deferred_since = None;
+                        slot = self
+                            .taken
+                            .wait(slot)
+                            .unwrap_or_else(PoisonError::into_inner);
+                        continue;
+                    }
+                    if IN_FLIGHT.load(Ordering::SeqCst) > 1 {
+                        let since = *deferred_since.get_or_insert_with(Instant::now);
+                        let left = DEFER_AT_MOST.saturating_sub(since.elapsed());
+                        if !left.is_zero() {
+                            slot = self
+                                .taken
+                                .wait_timeout(slot, left)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0;
+                            continue;
+                        }
+                    }
+                    break;
                 }
             }
-            match Spare::start() {
+            match Spare::start(&self.settings) {
                 Ok(spare) => {
-                    *lock(&self.slot) = Some(spare);
+                    lock(&self.slot).push_back(spare);
                     failures = 0;
                 }
                 Err(err) => {
@@ -148,16 +291,25 @@ impl Spares {
 }
 
 impl Spare {
-    /// Starts a spare: `lnk-link-run reap --spare`, with piped stdio, its report pipe at fd 3
-    /// and its control socket at fd 4.
-    fn start() -> io::Result<Spare> {
+    /// Starts a spare: `lnk-link-run reap --spare [--warm <sandbox>…]`, with piped stdio, its
+    /// report pipe at fd 3 and its control socket at fd 4.
+    pub fn start(settings: &Settings) -> io::Result<Spare> {
+        // Before the sandbox is started: a folder replaced after this is another folder.
+        let files_id = match &settings.warm {
+            Some(_) => Some(
+                folder_id(&settings.files)
+                    .ok_or_else(|| io::Error::other("the files folder cannot be looked at"))?,
+            ),
+            None => None,
+        };
         let (read, write) = report::pipe()?;
         let (control, theirs) = spare::pair()?;
         let mut command = Command::new("/proc/self/exe");
+        command.arg0("lnk-link-run").arg(REAP).arg(spare::SPARE);
+        if let Some(prefix) = &settings.warm {
+            command.arg(WARM).args(prefix);
+        }
         command
-            .arg0("lnk-link-run")
-            .arg(REAP)
-            .arg(spare::SPARE)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -171,6 +323,7 @@ impl Spare {
                 child,
                 reports,
                 control,
+                files_id,
             }),
             Err(err) => {
                 let _ = child.kill();
@@ -182,7 +335,12 @@ impl Spare {
 
     /// Gives the spare its call: waits for its `ready`, sends the spec with the working
     /// folder, and closes the control socket. The spare is killed and reaped on any failure.
-    fn hand(mut self, spec: &[u8], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+    pub fn hand(
+        mut self,
+        spec: &[u8],
+        cwd: BorrowedFd<'_>,
+        with_input: bool,
+    ) -> io::Result<Reaper> {
         let handed = self
             .await_ready()
             .and_then(|()| spare::send(self.control.as_fd(), spec, cwd));
@@ -194,6 +352,7 @@ impl Spare {
             mut child,
             reports,
             control,
+            files_id: _,
         } = self;
         drop(control);
         if !with_input {
@@ -232,10 +391,17 @@ impl Spare {
         }
     }
 
-    /// Kills and reaps a spare that will not run a call. It has started nothing (it runs a
-    /// call only once the spec is whole, and a spec that was sent whole is not taken back).
-    fn dispose(mut self) {
-        let _ = self.child.kill();
+    /// Stops and reaps a spare that will not run a call. It has run nothing (it runs a call
+    /// only once the spec is whole, and a spec that was sent whole is not taken back); asked to
+    /// stop, it kills its warm sandbox, if any, before it ends.
+    pub fn dispose(mut self) {
+        let pid = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            // Unreaped, so still ours.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
         let _ = self.child.wait();
     }
 }

@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -12,20 +13,25 @@ use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
 use crate::reaper::{REAP, Reaper};
 
-/// Starts `argv` under a reaper of its own, in `cwd`, with piped stdout and stderr, stdin
+/// Starts `argv` under a reaper of its own, in `cwd` (the folder `workdir`), with piped stdout and stderr, stdin
 /// piped when `with_input` (else empty): a spare started ahead of the call when there is one
 /// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
 /// `spares` thread, which lives as long as serve; a reaper started now on the death of the
 /// calling thread: the caller keeps this thread alive until the reaper is reaped
 /// ([`Reaper::finish`]). Either kills the call then.
-pub fn spawn(argv: &[OsString], cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+pub fn spawn(
+    argv: &[OsString],
+    cwd: BorrowedFd<'_>,
+    workdir: &Path,
+    with_input: bool,
+) -> io::Result<Reaper> {
     if argv.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
     }
     let mut options = Options::new(argv.to_vec(), Duration::ZERO, LEFTOVER_GRACE);
     options.hold_start = hold::path_for(Step::CallReaper);
     options.hold_exec = hold::path_for(Step::CallExec);
-    if let Some(reaper) = crate::spares::hand(&options, cwd, with_input) {
+    if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input) {
         return Ok(reaper);
     }
     start(&options, cwd, with_input)

@@ -12,15 +12,17 @@ use std::io::Read;
 
 use lnk_tests::bins::procs;
 use lnk_tests::containment::{
-    argv_of, children_of, escaping, every_sandbox, parent_of, wait_escaped, wait_pid_file,
+    argv_of, children_of, escaping, every_sandbox_warm_and_cold, parent_of, wait_escaped,
+    wait_pid_file,
 };
-use lnk_tests::procs::{marker, wait_dead, wait_gone, with_marker};
+use lnk_tests::procs::{alive, marker, wait_dead, wait_gone, with_marker};
 use lnk_tests::results::{ran, text};
 use lnk_tests::sandbox::Sandbox;
 use lnk_tests::serve::ANSWER;
 use lnk_tests::setup::Setup;
 
-every_sandbox!(
+// Each both with warm calls (the default) and cold ones.
+every_sandbox_warm_and_cold!(
     escapes_die_at_the_calls_end,
     escapes_die_at_the_timeout,
     escapes_die_at_cancellation,
@@ -131,16 +133,21 @@ fn held_call_dies_with_serve(sandbox: Sandbox, step: &str) {
         "the held call's reaper is serve's spare: {argv:?}"
     );
     assert_eq!(parent_of(reaper), Some(serve.pid()), "{argv:?}");
+    // Held before its fork, a warm spare's reaper still has its warm sandbox (which has run
+    // nothing of the call): it must die with serve too. Held before the exec, the call started
+    // cold (a hold between fork and exec needs a fork of the reaper's own).
+    let children = children_of(reaper);
+    let warm: Vec<i32> = children
+        .iter()
+        .copied()
+        .filter(|child| argv_of(*child).last().is_some_and(|arg| arg == "warm-stub"))
+        .collect();
     let expected: Vec<i32> = if step == "call-exec" {
         vec![held]
     } else {
-        Vec::new()
+        warm.clone()
     };
-    assert_eq!(
-        children_of(reaper),
-        expected,
-        "the reaper's children at {step}"
-    );
+    assert_eq!(children, expected, "the reaper's children at {step}");
     let there = with_marker(&mark);
     assert!(
         there.iter().all(|p| p.pid == reaper || p.pid == held),
@@ -149,6 +156,9 @@ fn held_call_dies_with_serve(sandbox: Sandbox, step: &str) {
     serve.kill();
     assert!(wait_dead(reaper, GONE), "the held reaper outlived serve");
     assert!(wait_dead(held, GONE), "the held process outlived serve");
+    for sandbox in warm {
+        assert!(wait_dead(sandbox, GONE), "the warm sandbox outlived serve");
+    }
     wait_gone(&mark, GONE);
 }
 
@@ -161,23 +171,34 @@ fn a_call_held_before_its_exec_dies_with_serve(sandbox: Sandbox) {
     held_call_dies_with_serve(sandbox, "call-exec");
 }
 
-/// serve keeps a spare reaper started ahead of the next call: one, its own child, waiting; a
-/// call takes it and another takes its place; and it dies with serve, SIGKILLed, having run
-/// nothing.
+/// serve keeps spare reapers started ahead of the next calls (`SPARES`, its own children,
+/// waiting); a call takes one and another takes its place; and they die with serve, SIGKILLed,
+/// having run nothing.
 #[test]
 fn a_spare_waits_for_the_next_call_and_dies_with_serve() {
     let setup = Setup::new(Sandbox::Passthrough);
     let mut serve = setup.serve().start();
-    let first = wait_spare(serve.pid(), None);
+    let before = wait_spares(serve.pid(), &[]);
     let result = serve.call(json!({"program": "true"}));
     assert_eq!(ran(&result)["exit_code"], 0, "{result}");
-    assert!(
-        wait_dead(first, GONE),
-        "the spare that took the call did not end with it"
-    );
-    let next = wait_spare(serve.pid(), Some(first));
+    let deadline = std::time::Instant::now() + GONE;
+    let taken = loop {
+        let ended: Vec<i32> = before.iter().copied().filter(|p| !alive(*p)).collect();
+        if !ended.is_empty() {
+            break ended;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the spare that took the call did not end with it"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(taken.len(), 1, "one spare took the one call: {taken:?}");
+    let after = wait_spares(serve.pid(), &taken);
     serve.kill();
-    assert!(wait_dead(next, GONE), "the spare outlived serve's SIGKILL");
+    for spare in after {
+        assert!(wait_dead(spare, GONE), "a spare outlived serve's SIGKILL");
+    }
 }
 
 /// A spare runs nothing when its control socket ends before its call's spec is whole (serve
@@ -265,31 +286,38 @@ fn start_spare() -> (std::process::Child, std::fs::File, std::os::fd::OwnedFd) {
     (spare, std::fs::File::from(reports), control)
 }
 
-/// Waits until `serve` has a spare reaper other than `not` (its own child, `reap --spare`), and
-/// gives its pid.
-fn wait_spare(serve: i32, not: Option<i32>) -> i32 {
+/// How many spares serve keeps (`runner/src/spares.rs`).
+const SPARES: usize = 4;
+
+/// Waits until `serve` has its [`SPARES`] spare reapers (its own children, `reap --spare`),
+/// none of them in `not`, and gives their pids.
+fn wait_spares(serve: i32, not: &[i32]) -> Vec<i32> {
     let deadline = std::time::Instant::now() + ANSWER;
     loop {
         let spares: Vec<i32> = children_of(serve)
             .into_iter()
-            .filter(|pid| Some(*pid) != not)
+            .filter(|pid| !not.contains(pid))
             .filter(|pid| argv_of(*pid).get(1..3) == Some(&["reap".into(), "--spare".into()][..]))
             .collect();
-        match spares.as_slice() {
-            [spare] => return *spare,
-            [] => {}
-            more => panic!("serve has more than one spare: {more:?}"),
+        assert!(
+            spares.len() <= SPARES,
+            "serve has too many spares: {spares:?}"
+        );
+        if spares.len() == SPARES {
+            return spares;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "serve has no spare reaper"
+            "serve has {} spare reapers of {SPARES}",
+            spares.len()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 /// A sandbox that cannot be executed (its program went away after serve started) is told as
-/// such: the call's answer says why, not "exited with code 127".
+/// such: the call's answer says why, not "exited with code 127". Cold starts: a warm sandbox
+/// started before the program went away would run the call.
 #[test]
 fn a_sandbox_that_cannot_be_executed_is_said_so() {
     let setup = Setup::new(Sandbox::Passthrough);
@@ -297,6 +325,7 @@ fn a_sandbox_that_cannot_be_executed_is_said_so() {
     std::fs::copy(env!("CARGO_BIN_EXE_lnk-test-passthrough"), &copy).unwrap();
     let mut serve = setup
         .serve()
+        .env("LNK_COLD_START", "1")
         .sandbox(vec![lnk_tests::sandbox::path_str(&copy)])
         .start();
     std::fs::remove_file(&copy).unwrap();

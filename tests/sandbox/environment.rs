@@ -10,14 +10,12 @@ use serde_json::json;
 use lnk_tests::procs::marker;
 use lnk_tests::results::{ran, text};
 use lnk_tests::runs::{Bg, Flags};
-use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, both_sandboxes_warm_and_cold};
 use lnk_tests::setup::Setup;
 use lnk_tests::tools::{start, wait_ended};
 
-both_sandboxes!(
-    a_call_sees_nothing_of_serves_environment,
-    a_run_sees_nothing_of_serves_environment
-);
+both_sandboxes_warm_and_cold!(a_call_sees_nothing_of_serves_environment);
+both_sandboxes!(a_run_sees_nothing_of_serves_environment);
 
 /// What a program prints of the environments it can reach: its own, its sandbox process's (pid 1
 /// in bubblewrap's PID namespace; itself under the pass-through prefix, which execs it), and

@@ -81,6 +81,16 @@ fn by_run(world: &World, serve: &mut Serve, attack: &[String]) -> String {
 
 #[test]
 fn hostile_payloads_fail_under_the_recommended_line() {
+    hostile_payloads_fail();
+}
+
+/// The same with cold calls (`LNK_COLD_START=1`).
+#[test]
+fn hostile_payloads_fail_under_the_recommended_line_cold() {
+    lnk_tests::serve::cold_starts(hostile_payloads_fail);
+}
+
+fn hostile_payloads_fail() {
     if !Sandbox::Bwrap.usable() {
         return;
     }

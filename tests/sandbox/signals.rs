@@ -9,14 +9,12 @@ use serde_json::json;
 
 use lnk_tests::results::{ran, text};
 use lnk_tests::runs::{Bg, Flags};
-use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, both_sandboxes_warm_and_cold};
 use lnk_tests::setup::Setup;
 use lnk_tests::tools::{start, wait_ended};
 
-both_sandboxes!(
-    a_call_starts_with_no_signal_blocked_or_ignored,
-    a_run_starts_with_no_signal_blocked_or_ignored
-);
+both_sandboxes_warm_and_cold!(a_call_starts_with_no_signal_blocked_or_ignored);
+both_sandboxes!(a_run_starts_with_no_signal_blocked_or_ignored);
 
 /// The program: prints its own status, `SigBlk` and `SigIgn` among it.
 fn reader() -> serde_json::Value {

@@ -178,3 +178,55 @@ macro_rules! every_sandbox {
     };
 }
 pub use crate::every_sandbox;
+
+/// As [`every_sandbox`], and each with cold calls too ([`crate::serve::cold_starts`]):
+/// `passthrough_cold`, `bwrap_shared_pid_cold` and `bwrap_cold` beside the warm three.
+#[macro_export]
+macro_rules! every_sandbox_warm_and_cold {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                use $crate::sandbox::Sandbox;
+
+                #[test]
+                fn passthrough() {
+                    super::$name(Sandbox::Passthrough);
+                }
+
+                #[test]
+                fn bwrap_shared_pid() {
+                    if Sandbox::BwrapSharedPid.usable() {
+                        super::$name(Sandbox::BwrapSharedPid);
+                    }
+                }
+
+                #[test]
+                fn bwrap() {
+                    if Sandbox::Bwrap.usable() {
+                        super::$name(Sandbox::Bwrap);
+                    }
+                }
+
+                #[test]
+                fn passthrough_cold() {
+                    $crate::serve::cold_starts(|| super::$name(Sandbox::Passthrough));
+                }
+
+                #[test]
+                fn bwrap_shared_pid_cold() {
+                    if Sandbox::BwrapSharedPid.usable() {
+                        $crate::serve::cold_starts(|| super::$name(Sandbox::BwrapSharedPid));
+                    }
+                }
+
+                #[test]
+                fn bwrap_cold() {
+                    if Sandbox::Bwrap.usable() {
+                        $crate::serve::cold_starts(|| super::$name(Sandbox::Bwrap));
+                    }
+                }
+            }
+        )+
+    };
+}
+pub use crate::every_sandbox_warm_and_cold;

@@ -157,3 +157,54 @@ macro_rules! both_sandboxes {
     };
 }
 pub use crate::both_sandboxes;
+
+/// As [`both_sandboxes`], and each twice: with warm calls (the default) and with cold ones
+/// (`LNK_COLD_START=1`, [`crate::serve::cold_starts`]): `name::passthrough`, `name::bwrap`,
+/// `name::passthrough_cold` and `name::bwrap_cold`.
+#[macro_export]
+macro_rules! both_sandboxes_warm_and_cold {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                use $crate::sandbox::Sandbox;
+
+                #[test]
+                fn passthrough() {
+                    super::$name(Sandbox::Passthrough);
+                }
+
+                #[test]
+                fn bwrap() {
+                    if Sandbox::Bwrap.usable() {
+                        super::$name(Sandbox::Bwrap);
+                    }
+                }
+
+                #[test]
+                fn passthrough_cold() {
+                    $crate::serve::cold_starts(|| super::$name(Sandbox::Passthrough));
+                }
+
+                #[test]
+                fn bwrap_cold() {
+                    if Sandbox::Bwrap.usable() {
+                        $crate::serve::cold_starts(|| super::$name(Sandbox::Bwrap));
+                    }
+                }
+            }
+        )+
+    };
+}
+pub use crate::both_sandboxes_warm_and_cold;
+
+/// Says on the terminal that a test was skipped, and why. `eprintln!` would be captured with the
+/// test's output and shown only if it failed; a write to the stderr handle is not captured, so
+/// a person running `cargo test` sees every skip.
+pub fn say_skipped(why: &str) {
+    use std::io::Write;
+    let line = format!(
+        "skipped: {}: {why}\n",
+        std::thread::current().name().unwrap_or("a test")
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}

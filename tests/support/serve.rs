@@ -26,6 +26,21 @@ pub enum Era {
     Modern,
 }
 
+thread_local! {
+    /// Whether the serves this test thread starts start their calls cold ([`cold_starts`]).
+    static COLD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs a test body with every `serve` it starts asked for cold starts (`LNK_COLD_START=1`):
+/// the macros that run a body both ways use it, so that one body tests warm calls (the default)
+/// and cold ones.
+pub fn cold_starts<R>(body: impl FnOnce() -> R) -> R {
+    COLD.with(|cold| cold.set(true));
+    let result = body();
+    COLD.with(|cold| cold.set(false));
+    result
+}
+
 /// A running `serve` and a JSON-RPC client of it.
 pub struct Serve {
     child: Child,
@@ -72,6 +87,9 @@ impl Serve {
             use std::os::unix::process::CommandExt;
             // As root, std drops the supplementary groups before it changes the user.
             command.uid(uid).gid(uid);
+        }
+        if COLD.with(std::cell::Cell::get) {
+            command.env("LNK_COLD_START", "1");
         }
         let mut child = command
             .args(argv)

@@ -28,7 +28,9 @@
 //!   group of its unreaped leader: never a pid it merely read from `/proc`.
 //!
 //! A call's reaper is usually started ahead of the call, a **spare** that waits for the call's
-//! spec ([`spare`]), so that a call does not wait for a process to start.
+//! spec ([`spare`]), so that a call does not wait for a process to start; and a spare may have
+//! started the call's sandbox too, a stub of the runner's waiting inside for the program to
+//! `exec` ([`warm`]).
 //!
 //! A run's reaper is its gate: it also waits for the supervisor's open byte on stdin
 //! ([`OPEN`], `--wait-open`) before it starts anything, and leads the run's session and group,
@@ -49,6 +51,8 @@ mod run;
 mod run_stdin;
 pub mod signals;
 pub mod spare;
+pub mod warm;
+pub mod warm_wire;
 
 pub use options::Options;
 pub use report::{Event, Reports};

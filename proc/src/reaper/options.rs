@@ -4,6 +4,7 @@
 //! ```text
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
 //!                       [--null-stdin] [--run-stdin] [--hold-start PATH] [--hold-exec PATH]
+//!                       [--warm-files PATH --warm-id DEV:INO [--warm-dir REL] [--warm-only]]
 //!                       -- <sandbox> <args>...
 //! ```
 //!
@@ -33,6 +34,12 @@ pub struct Options {
     pub hold_start: Option<PathBuf>,
     /// Test hook: hold the sandbox's process before its exec.
     pub hold_exec: Option<PathBuf>,
+    /// For a spare with a warm sandbox ([`super::warm`]): where the call runs, as the stub
+    /// inside finds it. `None`: the call starts cold.
+    pub warm: Option<super::warm::Place>,
+    /// The warm sandbox or nothing: a stub that fails is reported as the reaper's failure
+    /// instead of starting the call cold (the sandbox check's warm probe).
+    pub warm_only: bool,
     /// The sandbox and what it runs.
     pub argv: Vec<OsString>,
 }
@@ -48,6 +55,8 @@ impl Options {
             run_stdin: false,
             hold_start: None,
             hold_exec: None,
+            warm: None,
+            warm_only: false,
             argv,
         }
     }
@@ -76,6 +85,12 @@ impl Options {
             if let Some(path) = path {
                 args.extend([flag.into(), path.clone().into_os_string()]);
             }
+        }
+        if let Some(place) = &self.warm {
+            place.push_args(&mut args);
+        }
+        if self.warm_only {
+            args.push("--warm-only".into());
         }
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
@@ -114,6 +129,11 @@ impl Options {
                 Some("--run-stdin") => options.run_stdin = true,
                 Some(name @ "--hold-start") => options.hold_start = Some(value(name)?.into()),
                 Some(name @ "--hold-exec") => options.hold_exec = Some(value(name)?.into()),
+                Some(name @ ("--warm-files" | "--warm-id" | "--warm-dir")) => {
+                    let place = options.warm.get_or_insert_with(Default::default);
+                    place.parse_arg(name, value(name)?)?;
+                }
+                Some("--warm-only") => options.warm_only = true,
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
             }
         }
@@ -140,6 +160,13 @@ mod tests {
         options.run_stdin = true;
         options.hold_start = Some("/tmp/a b".into());
         options.hold_exec = Some("/tmp/c".into());
+        assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        options.warm = Some(crate::reaper::warm::Place {
+            files: "/w/files".into(),
+            dir: "a/b".into(),
+            id: (3, 7),
+        });
+        options.warm_only = true;
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
     }
 

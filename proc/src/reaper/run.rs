@@ -19,6 +19,7 @@ use super::report::{Event, Reporter};
 use super::run_stdin;
 use super::signals::Signals;
 use super::spare::{Call, Control, SPARE};
+use super::warm::{Handed, WARM, Warm};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
 use crate::poll::poll_until;
 use lnk_common::status::Exit;
@@ -32,13 +33,15 @@ const DEFAULT_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
 const KILL_RECHECK: Duration = Duration::from_millis(50);
 
 /// Runs a reaper from the arguments after its subcommand: `--spare` alone makes it a spare
-/// ([`super::spare`]).
+/// ([`super::spare`]), `--spare --warm <sandbox>…` one with a warm sandbox ([`super::warm`]).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();
-    if let [only] = args.as_slice()
-        && only == SPARE
-    {
-        return run_spare();
+    match args.as_slice() {
+        [only] if only == SPARE => return run_spare(None),
+        [spare, warm, prefix @ ..] if spare == SPARE && warm == WARM && !prefix.is_empty() => {
+            return run_spare(Some(Warm::new(prefix.to_vec())));
+        }
+        _ => {}
     }
     match Options::parse(args) {
         Ok(options) => run(&options),
@@ -69,15 +72,16 @@ fn set_up(report: &Reporter) -> Result<Signals, ExitCode> {
 pub fn run(options: &Options) -> ExitCode {
     let report = Reporter::from_fd3();
     match set_up(&report) {
-        Ok(signals) => run_set_up(options, &report, &signals),
+        Ok(signals) => run_set_up(options, &report, &signals, None),
         Err(code) => code,
     }
 }
 
 /// Runs a spare: sets up, reports `ready`, waits for its call on the control socket (fd 4),
-/// enters the call's folder and runs it as [`run`] would. Nothing runs when the socket ends
-/// before the call is whole or a stop comes first.
-pub fn run_spare() -> ExitCode {
+/// enters the call's folder and runs it as [`run`] would (in its warm sandbox, when it has one
+/// that can take the call). Nothing runs when the socket ends before the call is whole or a
+/// stop comes first.
+pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
     let report = Reporter::from_fd3();
     let Some(control) = Control::from_fd4() else {
         return failed(&report, &io::Error::from(Errno::BADF));
@@ -86,8 +90,14 @@ pub fn run_spare() -> ExitCode {
         Ok(signals) => signals,
         Err(code) => return code,
     };
-    report.send(Event::Ready);
-    let call = match control.wait_for_call(&signals) {
+    let waited = match &mut warm {
+        Some(warm) => warm.wait_for_call(&control, &signals, &report),
+        None => {
+            report.send(Event::Ready);
+            control.wait_for_call(&signals)
+        }
+    };
+    let call = match waited {
         Ok(Some(call)) => call,
         Ok(None) => return ExitCode::from(CLOSED_EXIT),
         Err(err) => return failed(&report, &err),
@@ -97,7 +107,7 @@ pub fn run_spare() -> ExitCode {
         return failed(&report, &err);
     }
     drop(call.cwd);
-    run_set_up(&call.options, &report, &signals)
+    run_set_up(&call.options, &report, &signals, warm)
 }
 
 /// Puts a spare where its call runs: in its folder, with `/dev/null` as stdin if it has no
@@ -113,8 +123,14 @@ fn enter(call: &Call) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs the sandbox of `options` once the reaper is set up.
-fn run_set_up(options: &Options, report: &Reporter, signals: &Signals) -> ExitCode {
+/// Runs the sandbox of `options` once the reaper is set up: handed to `warm`'s sandbox when it
+/// takes it, else started now.
+fn run_set_up(
+    options: &Options,
+    report: &Reporter,
+    signals: &Signals,
+    warm: Option<Warm>,
+) -> ExitCode {
     let failed = |err: io::Error| failed(report, &err);
     if options.wait_open {
         match wait_open(signals, options.run_stdin) {
@@ -136,11 +152,21 @@ fn run_set_up(options: &Options, report: &Reporter, signals: &Signals) -> ExitCo
             return ExitCode::from(EXEC_FAILED_EXIT);
         }
     };
+    let handed = match warm {
+        Some(mut warm) => warm.hand(options, signals),
+        None if options.warm_only => Handed::Failed(io::Error::other("no warm sandbox")),
+        None => Handed::Cold,
+    };
     let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
-    let sandbox = match hold_exec.as_ref() {
+    let sandbox = match (handed, hold_exec.as_ref()) {
+        (Handed::Warm(pid), _) => Ok(Sandbox {
+            pid,
+            exec_pipe: None,
+        }),
+        (Handed::Failed(err), _) => return failed(err),
         // A test's hold between fork and exec needs a fork of this process's own.
-        Some(hold) => fork_sandbox(&program, hold),
-        None => spawn_sandbox(&program),
+        (Handed::Cold, Some(hold)) => fork_sandbox(&program, hold),
+        (Handed::Cold, None) => spawn_sandbox(&program),
     };
     let sandbox = match sandbox {
         Ok(sandbox) => sandbox,

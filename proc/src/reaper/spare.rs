@@ -179,7 +179,7 @@ impl Control {
     }
 
     /// Reads the spec whole (the socket is blocking; `serve` writes it at once).
-    fn receive(&self) -> io::Result<Option<Call>> {
+    pub(super) fn receive(&self) -> io::Result<Option<Call>> {
         let mut header = [0u8; 4];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut ancillary = RecvAncillaryBuffer::new(&mut space);

@@ -16,6 +16,7 @@ mod launch;
 mod plan;
 pub mod probe;
 mod verdict;
+mod warm;
 mod wire;
 
 use std::io::Write;
@@ -56,14 +57,30 @@ struct Checked {
     elapsed: Duration,
 }
 
+/// How the probe is run: as a cold call, or through a warm sandbox as a warm call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Cold,
+    Warm,
+}
+
 /// Runs the probe for `config` and reads its answer.
 fn check(config: &Config) -> Result<Checked, String> {
+    check_via(config, Via::Cold)
+}
+
+/// Runs the probe for `config`, cold or warm, and reads its answer.
+fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
     let marker = std::env::var(plan::MARKER_VARIABLE).unwrap_or_default();
     let name = random_hex()
         .map(|hex| format!(".lnk-sandbox-check-{hex}"))
         .ok_or("the sandbox check found no random source for its file names")?;
     let plan = plan::Plan::new(config, &marker, &name);
-    let ran = launch::run(config, &plan.request).map_err(|err| {
+    let ran = match via {
+        Via::Cold => launch::run(config, &plan.request),
+        Via::Warm => warm::run(config, &plan.request),
+    };
+    let ran = ran.map_err(|err| {
         format!(
             "the sandbox check could not start the sandbox: {err}; give a sandbox that runs, or \
              start serve with --no-sandbox-check"
@@ -111,10 +128,19 @@ fn check(config: &Config) -> Result<Checked, String> {
     })
 }
 
-/// The check at serve's start: `Ok` with the warnings to log once serve goes on, or `Err` with
-/// the one line serve refuses to start with.
-pub fn before_serving(config: &Config) -> Result<Vec<String>, String> {
+/// The check at serve's start: `Ok` with the warnings to log once serve goes on and whether
+/// calls may start warm, or `Err` with the one line serve refuses to start with.
+///
+/// With `warm`, the probe runs a second time, through a warm sandbox exactly as a warm call
+/// would run: calls start warm only when it sees what the cold probe saw, check for check
+/// (`Err` in [`Warmth`] says why not; calls then start cold).
+pub fn before_serving(config: &Config, warm: bool) -> Result<(Vec<String>, Warmth), String> {
     let checked = check(config)?;
+    let warmth = if warm {
+        prove_warm(config, &checked)
+    } else {
+        Err("cold starts were asked for".to_owned())
+    };
     tracing::debug!(elapsed = ?checked.elapsed, "sandbox check done");
     let leaks: Vec<String> = checked
         .findings
@@ -129,12 +155,48 @@ pub fn before_serving(config: &Config) -> Result<Vec<String>, String> {
             leaks.join("; ")
         ));
     }
-    Ok(checked
+    let warnings = checked
         .findings
         .iter()
         .filter(|f| f.outcome == Outcome::Warning)
         .map(|f| format!("sandbox check: {}", f.short()))
-        .collect())
+        .collect();
+    Ok((warnings, warmth))
+}
+
+/// Whether calls may start warm: `Ok`, or why not.
+pub type Warmth = Result<(), String>;
+
+/// Runs the probe through a warm sandbox and compares what it saw with the cold probe's
+/// `cold` findings.
+fn prove_warm(config: &Config, cold: &Checked) -> Warmth {
+    let warm = check_via(config, Via::Warm)
+        .map_err(|err| format!("the probe could not run through a warm sandbox: {err}"))?;
+    tracing::debug!(elapsed = ?warm.elapsed, "warm sandbox check done");
+    // Check for check, in the same order; what was tried names a file of each run's own.
+    let differs: Vec<String> = cold
+        .findings
+        .iter()
+        .zip(&warm.findings)
+        .filter(|(cold, warm)| cold.outcome != warm.outcome)
+        .map(|(cold, warm)| {
+            format!(
+                "{}: {:?} cold, {:?} warm",
+                cold.tried, cold.outcome, warm.outcome
+            )
+        })
+        .collect();
+    if differs.is_empty() && cold.findings.len() == warm.findings.len() {
+        return Ok(());
+    }
+    Err(format!(
+        "the probe saw something else through a warm sandbox than cold ({})",
+        if differs.is_empty() {
+            "other checks".to_owned()
+        } else {
+            differs.join("; ")
+        }
+    ))
 }
 
 /// `lnk-link-run check`: the same probe, reported to a person on stdout, one line per check.

@@ -36,16 +36,29 @@ const NAMED_SOCKETS: usize = 5;
 pub fn run() -> ExitCode {
     let mut input = Vec::new();
     if let Err(err) = std::io::stdin().take(MAX_REQUEST).read_to_end(&mut input) {
-        return fail(&format!("cannot read the request: {err}"));
+        return fail(&format!(
+            "cannot read the request: {}",
+            lnk_common::Causes(&err)
+        ));
     }
     let request: Request = match serde_json::from_slice(&input) {
         Ok(request) => request,
-        Err(err) => return fail(&format!("the request is not one: {err}")),
+        Err(err) => {
+            return fail(&format!(
+                "the request is not one: {}",
+                lnk_common::Causes(&err)
+            ));
+        }
     };
     let answer = probe(&request);
     let line = match serde_json::to_string(&answer) {
         Ok(json) => format!("{ANSWER_PREFIX}{json}\n"),
-        Err(err) => return fail(&format!("cannot write the answer: {err}")),
+        Err(err) => {
+            return fail(&format!(
+                "cannot write the answer: {}",
+                lnk_common::Causes(&err)
+            ));
+        }
     };
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -53,7 +66,10 @@ pub fn run() -> ExitCode {
         .and_then(|()| stdout.flush())
     {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => fail(&format!("cannot write the answer: {err}")),
+        Err(err) => fail(&format!(
+            "cannot write the answer: {}",
+            lnk_common::Causes(&err)
+        )),
     }
 }
 

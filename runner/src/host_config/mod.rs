@@ -68,7 +68,7 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
                 .to_owned(),
         );
     } else {
-        let found = crate::check::before_serving(&config)
+        let (found, _) = crate::check::before_serving(&config, false)
             .map_err(|refusal| format!("serve would refuse to start: {refusal}"))?;
         warnings.extend(found);
     }

@@ -1,0 +1,402 @@
+//! Item 5 of `lnk-bench foreground` (issue 22): `echo hi` at the client, one call in flight,
+//! interleaved in one run: Link Run warm and cold (`LNK_COLD_START=1`) under the README's
+//! recommended bubblewrap line and with the pass-through prefix, a direct spawn of each argv,
+//! and the peer to beat, mcp-server-commands 0.5.0 (installed from npm into a cache folder,
+//! run as its README says: its `build/index.js` under node). Back to back, spaced 100 ms
+//! apart, and both again with one core kept busy by a CPU hog the bench starts and kills.
+//! Then 32 calls at once, warm and cold under bubblewrap.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use super::{Bins, Options, Place, on_path};
+use crate::report::{Report, Row};
+use crate::serve::Serve;
+use crate::stats::{self, Summary};
+
+/// The peer's package and version.
+const PEER: &str = "mcp-server-commands@0.5.0";
+/// Calls of each target before the timed ones.
+const WARMUP: usize = 20;
+/// How long one call may take.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// One thing measured.
+struct Target {
+    name: &'static str,
+    how: How,
+    samples: Vec<Duration>,
+}
+
+enum How {
+    /// An MCP server: the `tools/call` params of `echo hi`.
+    Server(Serve, Value),
+    /// A direct spawn of this argv, output piped and waited for.
+    Direct(Vec<OsString>),
+}
+
+impl Target {
+    fn server(name: &'static str, serve: Serve, params: Value) -> Target {
+        Target {
+            name,
+            how: How::Server(serve, params),
+            samples: Vec::new(),
+        }
+    }
+
+    /// One `echo hi`, timed from writing the request (or spawning) to the answer (or exit).
+    fn once(&mut self) -> Result<Duration> {
+        match &mut self.how {
+            How::Server(serve, params) => {
+                let (result, took) = serve.request("tools/call", params, LIMIT)?;
+                if result.get("isError") == Some(&Value::Bool(true))
+                    || !result.to_string().contains("hi")
+                {
+                    bail!("{}: `echo hi` answered {result}", self.name);
+                }
+                Ok(took)
+            }
+            How::Direct(argv) => {
+                let (program, args) = argv.split_first().context("an empty argv")?;
+                let start = Instant::now();
+                let out = Command::new(program)
+                    .args(args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .output()
+                    .with_context(|| format!("{}: spawning", self.name))?;
+                let took = start.elapsed();
+                if !out.status.success() || out.stdout != b"hi\n" {
+                    bail!("{}: {} {:?}", self.name, out.status, out.stderr);
+                }
+                Ok(took)
+            }
+        }
+    }
+}
+
+/// A process that keeps one core busy until dropped.
+struct Hog(Child);
+
+impl Hog {
+    fn start() -> Result<Hog> {
+        let child = Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdin(Stdio::null())
+            .spawn()
+            .context("starting the CPU hog")?;
+        Ok(Hog(child))
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Installs the peer into `cache` (once) and gives the command that runs it.
+fn peer_command(cache: &Path) -> Result<Command> {
+    let package = cache.join("node_modules/mcp-server-commands");
+    let installed = std::fs::read_to_string(package.join("package.json"))
+        .is_ok_and(|text| text.contains("\"version\": \"0.5.0\""));
+    if !installed {
+        std::fs::create_dir_all(cache).with_context(|| format!("creating {}", cache.display()))?;
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(cache)
+            .arg(PEER)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .context("running npm")?;
+        if !status.success() {
+            bail!("npm install {PEER} failed: {status}");
+        }
+    }
+    let node = on_path("node").context("node is not on PATH")?;
+    let mut command = Command::new(node);
+    command.arg(package.join("build/index.js"));
+    Ok(command)
+}
+
+/// Where the peer is installed: `$XDG_CACHE_HOME/lnk-bench`, else `~/.cache/lnk-bench`.
+pub(super) fn default_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("lnk-bench")
+}
+
+fn lnk_params() -> Value {
+    json!({"name": "command", "arguments": {"program": "echo", "args": ["hi"]}})
+}
+
+/// Starts a Link Run serve for the comparison, warm or cold.
+fn lnk(bins: &Bins, place: &Place, name: &str, prefix: Vec<OsString>, cold: bool) -> Result<Serve> {
+    let cold_env = [("LNK_COLD_START", std::ffi::OsStr::new("1"))];
+    let env: &[(&str, &std::ffi::OsStr)] = if cold { &cold_env } else { &[] };
+    Serve::start_with_env(name, &place.serve_args(bins, name, prefix), env)
+}
+
+/// Runs item 5 and its reports.
+pub(super) fn compare(
+    report: &mut Report,
+    bins: &Bins,
+    place: &Place,
+    options: &Options,
+) -> Result<()> {
+    let calls = options.compare_calls;
+    let echo = super::system_program("echo")?.into_os_string();
+    let hi: OsString = "hi".into();
+    let pass = vec![bins.passthrough.clone().into_os_string()];
+    let mut targets = Vec::new();
+    let bwrap_prefix = match on_path("bwrap") {
+        Some(bwrap) => Some(crate::line::recommended(
+            &place.files,
+            std::slice::from_ref(&place.programs),
+            &bwrap,
+        )?),
+        None => {
+            report.note("bubblewrap: `bwrap` is not on PATH; its rows are missing");
+            None
+        }
+    };
+    if let Some(prefix) = &bwrap_prefix {
+        let warm = lnk(bins, place, "warm-bwrap", prefix.clone(), false)?;
+        targets.push(Target::server("Link Run warm, bwrap", warm, lnk_params()));
+        let cold = lnk(bins, place, "cold-bwrap", prefix.clone(), true)?;
+        targets.push(Target::server("Link Run cold, bwrap", cold, lnk_params()));
+        let mut argv = prefix.clone();
+        argv.extend(["--".into(), echo.clone(), hi.clone()]);
+        targets.push(Target {
+            name: "direct: bwrap line, echo hi",
+            how: How::Direct(argv),
+            samples: Vec::new(),
+        });
+    }
+    let warm = lnk(bins, place, "warm-pass", pass.clone(), false)?;
+    targets.push(Target::server(
+        "Link Run warm, pass-through",
+        warm,
+        lnk_params(),
+    ));
+    let cold = lnk(bins, place, "cold-pass", pass.clone(), true)?;
+    targets.push(Target::server(
+        "Link Run cold, pass-through",
+        cold,
+        lnk_params(),
+    ));
+    let mut argv = pass;
+    argv.extend(["--".into(), echo.clone(), hi.clone()]);
+    targets.push(Target {
+        name: "direct: pass-through, echo hi",
+        how: How::Direct(argv),
+        samples: Vec::new(),
+    });
+    targets.push(Target {
+        name: "direct: echo hi",
+        how: How::Direct(vec![echo, hi]),
+        samples: Vec::new(),
+    });
+    match peer_command(&options.peer_cache) {
+        Ok(command) => {
+            let log = place.root.path().join("peer.log");
+            let file = File::create(&log).context("creating the peer's log")?;
+            let peer = Serve::start_command("peer", command, file, &log)?;
+            let params = json!({"name": "run_command", "arguments": {"command": "echo hi"}});
+            targets.push(Target::server(
+                "peer: mcp-server-commands 0.5.0",
+                peer,
+                params,
+            ));
+        }
+        Err(err) => report.note(&format!("the peer is not measured: {err:#}")),
+    }
+
+    let phases = [
+        ("back to back", Duration::ZERO, false),
+        ("spaced 100 ms", Duration::from_millis(100), false),
+        ("back to back, one core busy", Duration::ZERO, true),
+        (
+            "spaced 100 ms, one core busy",
+            Duration::from_millis(100),
+            true,
+        ),
+    ];
+    let mut medians: Vec<Vec<(&'static str, Duration)>> = Vec::new();
+    for (label, spacing, hog) in phases {
+        let _hog = if hog { Some(Hog::start()?) } else { None };
+        for target in &mut targets {
+            target.samples.clear();
+        }
+        let n = targets.len();
+        for i in 0..WARMUP + calls {
+            for k in 0..n {
+                let target = &mut targets[(i + k) % n];
+                if !spacing.is_zero() {
+                    std::thread::sleep(spacing);
+                }
+                let took = target.once()?;
+                if i >= WARMUP {
+                    target.samples.push(took);
+                }
+            }
+        }
+        report.section(&format!(
+            "5. `echo hi` at the client, one call in flight, {calls} calls each, interleaved: \
+             {label}"
+        ));
+        let mut row = Vec::new();
+        for target in &targets {
+            let summary = Summary::of(&target.samples);
+            report.row(Row::times(target.name, &summary));
+            row.push((target.name, summary.median));
+        }
+        ratios(report, &row);
+        medians.push(row);
+    }
+    summary(report, &medians);
+    if let Some(prefix) = bwrap_prefix {
+        at_once(report, bins, place, prefix, options)?;
+    }
+    for target in targets {
+        if let How::Server(serve, _) = target.how {
+            serve.shutdown()?;
+        }
+    }
+    Ok(())
+}
+
+fn median_of(row: &[(&str, Duration)], name: &str) -> Option<f64> {
+    row.iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, d)| stats::ms(*d))
+}
+
+/// The ratios the issue sets targets for, in one phase.
+fn ratios(report: &mut Report, row: &[(&str, Duration)]) {
+    let Some(peer) = median_of(row, "peer: mcp-server-commands 0.5.0") else {
+        return;
+    };
+    for (name, target) in [
+        ("Link Run warm, bwrap", Some(1.2)),
+        ("Link Run cold, bwrap", None),
+        ("Link Run warm, pass-through", Some(0.9)),
+        ("Link Run cold, pass-through", None),
+    ] {
+        if let Some(ms) = median_of(row, name) {
+            let ratio = ms / peer.max(1e-9);
+            report.row(Row::value(
+                &format!("ratio {name} / peer"),
+                format!("{ratio:.2}x"),
+                String::new(),
+                target.map(|t| (format!("<= {t}x"), ratio <= t)),
+            ));
+        }
+    }
+}
+
+/// Across phases: spaced against back to back, and busy against quiet.
+fn summary(report: &mut Report, medians: &[Vec<(&'static str, Duration)>]) {
+    let [quiet, spaced, busy, busy_spaced] = medians else {
+        return;
+    };
+    report.section("5. summary: spaced against back to back, one core busy against quiet");
+    for name in ["Link Run warm, bwrap", "Link Run warm, pass-through"] {
+        if let (Some(a), Some(b)) = (median_of(quiet, name), median_of(spaced, name)) {
+            let slower = b - a;
+            report.row(Row::value(
+                &format!("{name}: spaced - back to back"),
+                format!("{slower:.3} ms"),
+                String::new(),
+                Some(("<= 0.3 ms".into(), slower <= 0.3)),
+            ));
+        }
+        let peer = "peer: mcp-server-commands 0.5.0";
+        for (quiet_row, busy_row, how) in [
+            (quiet, busy, "back to back"),
+            (spaced, busy_spaced, "spaced"),
+        ] {
+            let ratio =
+                |row: &[(&str, Duration)]| Some(median_of(row, name)? / median_of(row, peer)?);
+            if let (Some(q), Some(b)) = (ratio(quiet_row), ratio(busy_row)) {
+                let change = b / q.max(1e-9);
+                report.row(Row::value(
+                    &format!("{name}: busy ratio / quiet ratio, {how}"),
+                    format!("{change:.2} ({q:.2}x -> {b:.2}x)"),
+                    String::new(),
+                    Some(("<= 1.2".into(), change <= 1.2)),
+                ));
+            }
+        }
+    }
+}
+
+/// 32 calls (`--concurrent`) of `echo hi` at once under bubblewrap, warm and cold, in rounds.
+fn at_once(
+    report: &mut Report,
+    bins: &Bins,
+    place: &Place,
+    prefix: Vec<OsString>,
+    options: &Options,
+) -> Result<()> {
+    let n = options.concurrent;
+    report.section(&format!(
+        "5. {n} calls of `echo hi` at once under bubblewrap, {} rounds",
+        options.rounds
+    ));
+    for cold in [false, true] {
+        let name = if cold { "cold" } else { "warm" };
+        let mut serve = lnk(
+            bins,
+            place,
+            &format!("{name}-at-once"),
+            prefix.clone(),
+            cold,
+        )?;
+        let mut rounds = Vec::new();
+        let mut slowest = 0;
+        for _ in 0..options.rounds {
+            // The spares are started again after each round.
+            std::thread::sleep(Duration::from_millis(500));
+            let ids: Vec<u64> = (0..n).map(|_| serve.take_id()).collect();
+            let start = Instant::now();
+            for id in &ids {
+                serve.send_command(*id, "echo", &["hi"])?;
+            }
+            let mut waiting: HashSet<u64> = ids.iter().copied().collect();
+            while !waiting.is_empty() {
+                let (id, answer) = serve.read_answer(LIMIT)?;
+                if !waiting.remove(&id) || answer.exit_code != Some(0) {
+                    bail!("call {id} at once: {answer:?}");
+                }
+                slowest = slowest.max(answer.elapsed_ms);
+            }
+            rounds.push(start.elapsed());
+        }
+        serve.shutdown()?;
+        let s = Summary::of(&rounds);
+        report.row(Row::times(
+            &format!("{name}: until all {n} answers arrived"),
+            &s,
+        ));
+        report.row(Row::value(
+            &format!("{name}: slowest call's own elapsed_ms"),
+            format!("{slowest} ms"),
+            String::new(),
+            None,
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! What a spare reaper and the stub inside its warm sandbox say to each other ([`super::warm`]),
+//! over a stream socket that is the stub's fd [`STUB_CHANNEL_FD`]:
+//!
+//! - the stub, set up and waiting, writes [`READY`];
+//! - the reaper writes the call's [`StubSpec`]: its length (4 bytes, little-endian), then its
+//!   fields, each ending in a NUL byte: the files folder, the working folder relative to it,
+//!   the files folder's device and inode (decimal), `1` or `0` for an empty stdin, then the
+//!   program's path and arguments (with `/usr/bin/env NAME=VALUE…` first when `--var`s are
+//!   given: the words after the sandbox's `--` on a cold call's command line);
+//! - the stub `exec`s the program: the socket is close-on-exec, so its end (EOF) says the exec
+//!   happened. Or it writes [`FAILED`] and an errno (4 bytes, native order) and exits, having
+//!   run nothing.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+/// The runner's hidden subcommand that makes it the stub.
+pub const STUB: &str = "warm-stub";
+/// The stub's descriptor for its own executable (closed first thing).
+pub const STUB_EXE_FD: i32 = 3;
+/// The stub's descriptor for its channel to the reaper.
+pub const STUB_CHANNEL_FD: i32 = 4;
+/// The stub is waiting for its call.
+pub const READY: u8 = b'r';
+/// The stub could not run the call; an errno follows.
+pub const FAILED: u8 = b'f';
+/// The largest spec a stub reads (the reaper's own limit, [`super::spare::MAX_SPEC`]).
+pub const MAX_STUB_SPEC: usize = super::spare::MAX_SPEC;
+
+/// Where a call runs, as the stub finds it inside the sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Place {
+    /// The files folder's path (canonical outside; the sandbox shows it at the same path).
+    pub files: PathBuf,
+    /// The working folder, relative to the files folder (canonical: no link, no `..`).
+    pub dir: PathBuf,
+    /// The files folder's device and inode when the call arrived: a folder the sandbox shows
+    /// under that path that is another one is never used.
+    pub id: (u64, u64),
+}
+
+impl Place {
+    /// Adds this place's arguments to a reaper's command line ([`super::Options::to_args`]).
+    pub fn push_args(&self, args: &mut Vec<OsString>) {
+        args.extend([
+            "--warm-files".into(),
+            self.files.clone().into_os_string(),
+            "--warm-id".into(),
+            format!("{}:{}", self.id.0, self.id.1).into(),
+            "--warm-dir".into(),
+            self.dir.clone().into_os_string(),
+        ]);
+    }
+
+    /// Reads one of the arguments [`Place::push_args`] writes.
+    pub fn parse_arg(&mut self, name: &str, value: OsString) -> Result<(), String> {
+        match name {
+            "--warm-files" => self.files = value.into(),
+            "--warm-dir" => self.dir = value.into(),
+            _ => {
+                self.id = value
+                    .to_str()
+                    .and_then(|text| text.split_once(':'))
+                    .and_then(|(dev, ino)| Some((dev.parse().ok()?, ino.parse().ok()?)))
+                    .ok_or_else(|| format!("{name}: not DEV:INO"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A call as the stub gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StubSpec {
+    /// Where it runs.
+    pub place: Place,
+    /// Whether stdin is empty (`/dev/null`) rather than the call's input pipe.
+    pub null_stdin: bool,
+    /// The program's path and arguments (never empty).
+    pub argv: Vec<OsString>,
+}
+
+impl StubSpec {
+    /// The spec as bytes, its length first; `None` when it is larger than [`MAX_STUB_SPEC`].
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        let mut body = Vec::new();
+        let mut field = |bytes: &[u8]| {
+            body.extend_from_slice(bytes);
+            body.push(0);
+        };
+        field(self.place.files.as_os_str().as_bytes());
+        field(self.place.dir.as_os_str().as_bytes());
+        field(self.place.id.0.to_string().as_bytes());
+        field(self.place.id.1.to_string().as_bytes());
+        field(if self.null_stdin { b"1" } else { b"0" });
+        for arg in &self.argv {
+            field(arg.as_bytes());
+        }
+        if body.len() > MAX_STUB_SPEC {
+            return None;
+        }
+        let len = u32::try_from(body.len()).ok()?;
+        let mut spec = len.to_le_bytes().to_vec();
+        spec.extend_from_slice(&body);
+        Some(spec)
+    }
+
+    /// Reads a spec's body (after its length); `None` for anything else.
+    pub fn decode(body: &[u8]) -> Option<Self> {
+        let body = body.strip_suffix(&[0])?;
+        let mut fields = body.split(|b| *b == 0);
+        let mut next = || fields.next().map(|f| OsString::from_vec(f.to_vec()));
+        let files = PathBuf::from(next()?);
+        let dir = PathBuf::from(next()?);
+        let number = |field: OsString| field.to_str()?.parse::<u64>().ok();
+        let dev = number(next()?)?;
+        let ino = number(next()?)?;
+        let null_stdin = match next()?.as_bytes() {
+            b"1" => true,
+            b"0" => false,
+            _ => return None,
+        };
+        let argv: Vec<OsString> = std::iter::from_fn(next).collect();
+        if argv.first().is_none_or(|program| program.is_empty()) {
+            return None;
+        }
+        Some(StubSpec {
+            place: Place {
+                files,
+                dir,
+                id: (dev, ino),
+            },
+            null_stdin,
+            argv,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_spec_reads_back_whole() {
+        let spec = StubSpec {
+            place: Place {
+                files: "/w/files".into(),
+                dir: "".into(),
+                id: (2049, 77),
+            },
+            null_stdin: true,
+            argv: vec!["/usr/bin/env".into(), "A=b c".into(), "/bin/echo".into()],
+        };
+        let bytes = spec.encode().unwrap();
+        let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, bytes.len() - 4);
+        assert_eq!(StubSpec::decode(&bytes[4..]).unwrap(), spec);
+    }
+
+    #[test]
+    fn a_spec_without_a_program_is_no_spec() {
+        // Files, dir, device, inode, stdin: and no program.
+        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x00").is_none());
+        // A device that is no number.
+        assert!(StubSpec::decode(b"/f\x00\x00x\x002\x001\x00/bin/true\x00").is_none());
+        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x00/bin/true\x00").is_some());
+        assert!(StubSpec::decode(b"").is_none());
+    }
+
+    #[test]
+    fn a_place_reads_back_from_its_arguments() {
+        let place = Place {
+            files: "/a b".into(),
+            dir: "c".into(),
+            id: (1, 2),
+        };
+        let mut args = Vec::new();
+        place.push_args(&mut args);
+        let mut read = Place::default();
+        for pair in args.chunks(2) {
+            read.parse_arg(pair[0].to_str().unwrap(), pair[1].clone())
+                .unwrap();
+        }
+        assert_eq!(read, place);
+    }
+}

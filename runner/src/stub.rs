@@ -1,0 +1,237 @@
+//! The stub of a warm sandbox (`lnk-link-run warm-stub`, hidden): the process a spare reaper
+//! starts inside the sandbox ahead of the call, which becomes the call's program
+//! ([`lnk_proc::reaper::warm`]).
+//!
+//! It runs inside the sandbox as the program of a cold call would, reached through the
+//! executable the reaper hands it at fd 3 (as the sandbox check's probe is), with its channel
+//! to the reaper at fd 4. It closes fd 3 and every descriptor above 4 first, makes fd 4
+//! close-on-exec, makes itself not dumpable (no other process of the user may trace it or
+//! open its descriptors while it waits), says it is ready, and sleeps in a read until the
+//! call comes. Then it:
+//!
+//! 1. opens the files folder by its path, as the sandbox shows it, and refuses it unless it is
+//!    the very folder (device and inode) the call arrived for: a folder replaced since the
+//!    sandbox started is never used;
+//! 2. enters the working folder from there one component at a time, following no link and
+//!    refusing `..` (a folder inside, entered by path inside the sandbox, never through a
+//!    descriptor opened outside);
+//! 3. puts `/dev/null` on stdin for a call without input;
+//! 4. sets every signal to its default with none blocked (this binary's runtime ignores
+//!    SIGPIPE, and an ignored signal would stay ignored across the exec);
+//! 5. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
+//!    set it, the call's folder, as a cold start's sandbox sets it): fd 4 closes at the exec,
+//!    so the program has descriptors 0, 1 and 2 only, and nothing of the stub's executable.
+//!
+//! Any failure is written back ([`FAILED`] and the errno) before the stub exits having run
+//! nothing, and the reaper starts the call cold instead. The channel's end before a call (the
+//! spare was thrown away) ends the stub at once.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Component;
+use std::process::ExitCode;
+
+use lnk_proc::reaper::warm_wire::{
+    FAILED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
+};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
+pub use lnk_proc::reaper::warm_wire::STUB;
+
+/// Runs the stub; returns only when it did not `exec`.
+pub fn main() -> ExitCode {
+    let Some(channel) = set_up() else {
+        return ExitCode::from(2);
+    };
+    if write_all(&channel, &[READY]).is_err() {
+        return ExitCode::from(2);
+    }
+    let spec = match read_spec(&channel) {
+        Ok(Some(spec)) => spec,
+        // Thrown away before its call: nothing runs.
+        Ok(None) | Err(_) => return ExitCode::SUCCESS,
+    };
+    let err = run(&spec);
+    let errno = err.raw_os_error().unwrap_or(Errno::INVAL.raw_os_error());
+    let mut said = vec![FAILED];
+    said.extend_from_slice(&errno.to_ne_bytes());
+    let _ = write_all(&channel, &said);
+    ExitCode::from(127)
+}
+
+/// Closes this executable's descriptor and everything above the channel, and takes the
+/// channel over, close-on-exec. `None` when there is no channel.
+#[allow(unsafe_code)]
+fn set_up() -> Option<OwnedFd> {
+    // SAFETY: close_range closes descriptors this process does not use: fd 3 is its own
+    // executable, handed over by the reaper and owned by nothing here, and nothing of this
+    // process has opened a descriptor above 4 yet (it runs before anything else in `main`).
+    let closed = unsafe {
+        libc::syscall(libc::SYS_close_range, STUB_EXE_FD, STUB_EXE_FD, 0) == 0
+            && libc::syscall(libc::SYS_close_range, STUB_CHANNEL_FD + 1, u32::MAX, 0) == 0
+    };
+    if !closed {
+        return None;
+    }
+    // Not dumpable while it waits: under a sandbox without a PID namespace another call's
+    // program (the same user) could otherwise trace the stub, or open its descriptors through
+    // /proc, and so reach a later call. The `exec` makes the program dumpable again, as a cold
+    // start's program is.
+    if rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .is_err()
+    {
+        return None;
+    }
+    if std::fs::symlink_metadata(format!("/proc/self/fd/{STUB_CHANNEL_FD}")).is_err() {
+        return None;
+    }
+    // SAFETY: fd 4 is open (just checked) and the channel by the reaper's launch contract;
+    // nothing else in this process owns it. Should it not be a socket, the exchange fails.
+    let channel = unsafe { OwnedFd::from_raw_fd(STUB_CHANNEL_FD) };
+    match rustix::io::fcntl_setfd(&channel, rustix::io::FdFlags::CLOEXEC) {
+        Ok(()) => Some(channel),
+        Err(_) => {
+            std::mem::forget(channel);
+            None
+        }
+    }
+}
+
+/// Reads the call: `None` when the channel ends first or says something else.
+fn read_spec(channel: &OwnedFd) -> io::Result<Option<StubSpec>> {
+    let mut header = [0u8; 4];
+    if !read_exact(channel, &mut header)? {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes(header) as usize;
+    if len > MAX_STUB_SPEC {
+        return Ok(None);
+    }
+    let mut body = vec![0u8; len];
+    if !read_exact(channel, &mut body)? {
+        return Ok(None);
+    }
+    Ok(StubSpec::decode(&body))
+}
+
+/// Goes where the call runs and `exec`s it; returns only the reason it could not.
+fn run(spec: &StubSpec) -> io::Error {
+    match prepare(spec) {
+        Ok((path, argv, env)) => exec(&path, &argv, &env),
+        Err(err) => err,
+    }
+}
+
+type Prepared = (CString, Vec<CString>, Vec<CString>);
+
+/// Enters the folder, sets stdin and signals, and builds the exec's words.
+fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
+    let files = rustix::fs::open(
+        &spec.place.files,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let stat = rustix::fs::fstat(&files)?;
+    if (stat.st_dev, stat.st_ino) != spec.place.id {
+        // Not the folder the call arrived for: the sandbox shows one replaced since.
+        return Err(Errno::STALE.into());
+    }
+    let mut folder = files;
+    for component in spec.place.dir.components() {
+        match component {
+            Component::CurDir => {}
+            Component::Normal(name) => {
+                folder = rustix::fs::openat(
+                    &folder,
+                    name,
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?;
+            }
+            // `..`, or an absolute path: never outside the files folder.
+            _ => return Err(Errno::XDEV.into()),
+        }
+    }
+    rustix::process::fchdir(&folder)?;
+    drop(folder);
+    if spec.null_stdin {
+        // Without a /dev/null in the sandbox the input pipe stays, and serve has closed its
+        // end: the program reads an end at once either way.
+        if let Ok(null) = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()) {
+            rustix::stdio::dup2_stdin(&null)?;
+        }
+    }
+    default_signals()?;
+    let c =
+        |arg: &OsString| CString::new(arg.as_bytes()).map_err(|_| io::Error::from(Errno::INVAL));
+    let argv: Vec<CString> = spec.argv.iter().map(c).collect::<io::Result<_>>()?;
+    let path = argv.first().cloned().ok_or(Errno::INVAL)?;
+    // A sandbox that tells its program its folder (bubblewrap sets `PWD` to the folder it
+    // started in) told the stub its own: the program is told the call's, as a cold start's is.
+    let folder = match spec.place.dir.as_os_str().is_empty() {
+        true => spec.place.files.clone(),
+        false => spec.place.files.join(&spec.place.dir),
+    };
+    let env: Vec<CString> = std::env::vars_os()
+        .map(|(name, value)| match name.as_bytes() {
+            b"PWD" => (name, folder.clone().into_os_string()),
+            _ => (name, value),
+        })
+        .map(|(name, value)| {
+            let mut pair = name.into_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            CString::new(pair).map_err(|_| io::Error::from(Errno::INVAL))
+        })
+        .collect::<io::Result<_>>()?;
+    Ok((path, argv, env))
+}
+
+/// Every signal at its default, none blocked, as a cold sandbox gives its program.
+#[allow(unsafe_code)]
+fn default_signals() -> io::Result<()> {
+    use nix::sys::signal::{SigHandler, SigSet, Signal};
+    for signal in Signal::iterator() {
+        if matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
+            continue;
+        }
+        // SAFETY: setting a default disposition installs no handler; the stub has one thread.
+        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }?;
+    }
+    SigSet::empty().thread_set_mask()?;
+    Ok(())
+}
+
+fn exec(path: &CString, argv: &[CString], env: &[CString]) -> io::Error {
+    let Err(err) = nix::unistd::execve(path, argv, env);
+    err.into()
+}
+
+fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match rustix::net::send(fd.as_fd(), bytes, rustix::net::SendFlags::NOSIGNAL) {
+            Ok(0) => return Err(Errno::PIPE.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf`; `false` when the channel ended first.
+fn read_exact(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<bool> {
+    let mut at = 0;
+    while at < buf.len() {
+        match rustix::io::read(fd, &mut buf[at..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => at += n,
+            Err(Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(true)
+}

@@ -1,0 +1,362 @@
+//! Warm sandboxes (issue 22): serve starts the next calls' sandboxes ahead, each with a stub of
+//! Link Run's waiting inside, and a call `exec`s its program there. What must hold: a call
+//! runs in a sandbox started ahead (and not with `LNK_COLD_START=1`); two calls share nothing
+//! (`/tmp`, processes, namespaces); the program has descriptors 0–2 only and nothing of the
+//! stub's executable; its environment is exactly the `--var`s; a files folder replaced after
+//! the spares started is never used by them; serve SIGKILLed with spares waiting leaves
+//! nothing; a stub killed from outside is replaced and the next call works; and a program the
+//! sandbox cannot execute is answered as a cold start answers it.
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use lnk_tests::bins::link_run;
+use lnk_tests::containment::{argv_of, children_of};
+use lnk_tests::procs::wait_dead;
+use lnk_tests::results::ran;
+use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
+use lnk_tests::serve::{ANSWER, cold_starts};
+use lnk_tests::setup::Setup;
+
+both_sandboxes!(
+    a_call_runs_in_a_sandbox_started_ahead,
+    the_program_has_stdio_only_and_not_the_stubs_executable,
+    the_environment_is_exactly_the_vars,
+    a_replaced_files_folder_is_never_used_by_a_spare,
+    serve_killed_with_spares_waiting_leaves_nothing,
+    a_stub_killed_from_outside_is_replaced,
+);
+
+/// How long processes may take to be gone.
+const GONE: Duration = Duration::from_secs(10);
+
+/// Every process below `pid`, in no order.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(parent) = todo.pop() {
+        for child in children_of(parent) {
+            found.push(child);
+            todo.push(child);
+        }
+    }
+    found
+}
+
+/// The device and inode of a file, as `stat -L -c %d:%i` prints them.
+fn file_id(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).unwrap();
+    format!("{}:{}", meta.dev(), meta.ino())
+}
+
+/// The stubs below `serve`, waiting: processes running `lnk-link-run` whose last argument is
+/// `warm-stub` (bubblewrap's own processes run bwrap, with the same words).
+fn stubs(serve: i32) -> Vec<i32> {
+    let runner = file_id(&link_run());
+    let mut stubs: Vec<i32> = descendants(serve)
+        .into_iter()
+        .filter(|pid| argv_of(*pid).last().is_some_and(|arg| arg == "warm-stub"))
+        .filter(|pid| {
+            let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
+            std::fs::metadata(&exe).is_ok() && file_id(&exe) == runner
+        })
+        .collect();
+    stubs.sort_unstable();
+    stubs
+}
+
+/// Waits until serve has `count` stubs waiting, none of them in `not`.
+fn wait_stubs(serve: i32, count: usize, not: &[i32]) -> Vec<i32> {
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        let found: Vec<i32> = stubs(serve)
+            .into_iter()
+            .filter(|pid| !not.contains(pid))
+            .collect();
+        if found.len() >= count {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve has {} stubs waiting, not {count}",
+            found.len()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A call's stdout, checking that it ran to exit 0.
+fn stdout_of(result: &Value) -> String {
+    let value = ran(result);
+    assert_eq!(value["exit_code"], 0, "{result}");
+    value["stdout"].as_str().unwrap().to_owned()
+}
+
+/// The program is the stub's process: under the pass-through prefix (no PID namespace) the
+/// pid a call's shell sees is one of the stubs that waited before it; with cold starts, none.
+fn a_call_runs_in_a_sandbox_started_ahead(sandbox: Sandbox) {
+    if sandbox != Sandbox::Passthrough {
+        // Inside bubblewrap's PID namespace the pid says nothing; the other tests hold there.
+        return;
+    }
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let waiting = wait_stubs(serve.pid(), 1, &[]);
+    let result = serve.call(json!({"program": "sh", "args": ["-c", "echo $$"]}));
+    let pid: i32 = stdout_of(&result).trim().parse().unwrap();
+    assert!(waiting.contains(&pid), "{pid} is not a stub of {waiting:?}");
+
+    cold_starts(|| {
+        let mut serve = setup.serve().start();
+        // Cold: no stub ever waits.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(stubs(serve.pid()), Vec::<i32>::new());
+        let result = serve.call(json!({"program": "sh", "args": ["-c", "echo $$"]}));
+        stdout_of(&result);
+    });
+}
+
+/// Descriptors 0, 1 and 2 only (the shell's own, before it opens anything), and no process
+/// the program can see has the runner's executable as its program or open: under bubblewrap
+/// that is every process of the sandbox; under the pass-through prefix, serve itself is in
+/// sight, so only the program's own.
+fn the_program_has_stdio_only_and_not_the_stubs_executable(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    wait_stubs(serve.pid(), 1, &[]);
+    let script = match sandbox {
+        Sandbox::Passthrough => "ls /proc/$$/fd; echo --; stat -L -c '%d:%i %n' /proc/$$/exe",
+        _ => {
+            "ls /proc/$$/fd; echo --; \
+             for f in /proc/[0-9]*/exe /proc/[0-9]*/fd/*; do stat -L -c '%d:%i %n' $f; done \
+             2>/dev/null; true"
+        }
+    };
+    for _ in 0..2 {
+        let result = serve.call(json!({"program": "sh", "args": ["-c", script]}));
+        let out = stdout_of(&result);
+        let (fds, files) = out.split_once("--\n").unwrap();
+        assert_eq!(fds, "0\n1\n2\n", "{out}");
+        let runner = file_id(&link_run());
+        assert!(
+            !files
+                .lines()
+                .any(|line| line.starts_with(&format!("{runner} "))),
+            "the runner's executable is reachable: {out}"
+        );
+        assert!(files.lines().count() >= 1, "{out}");
+    }
+}
+
+/// Exactly the `--var`s, warm as cold (bubblewrap adds `PWD`, the call's folder, to both).
+fn the_environment_is_exactly_the_vars(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    std::fs::create_dir(setup.files.join("sub")).unwrap();
+    let environment = || {
+        let mut serve = setup
+            .serve()
+            .var("A=1")
+            .var("B=two words")
+            .env("LNK_TEST_SECRET", "serve's own")
+            .start();
+        let mut seen = Vec::new();
+        for dir in [".", "sub"] {
+            let result = serve.call(json!({"program": "env", "dir": dir}));
+            let mut lines: Vec<String> = stdout_of(&result).lines().map(str::to_owned).collect();
+            lines.sort();
+            let pwd = lines
+                .iter()
+                .position(|line| line.starts_with("PWD="))
+                .map(|at| lines.remove(at));
+            assert_eq!(lines, ["A=1", "B=two words"], "{result}");
+            if let Some(pwd) = &pwd {
+                let folder = match dir {
+                    "." => setup.files.clone(),
+                    _ => setup.files.join(dir),
+                };
+                assert_eq!(*pwd, format!("PWD={}", path_str(&folder)), "{result}");
+            }
+            seen.push(pwd);
+        }
+        seen
+    };
+    let warm = environment();
+    assert_eq!(warm, cold_starts(environment));
+}
+
+/// The files folder is replaced (renamed away, a new one made at its path) after the spares
+/// started with the old one: every call after it runs in the new folder.
+fn a_replaced_files_folder_is_never_used_by_a_spare(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    std::fs::write(setup.files.join("which"), "old\n").unwrap();
+    let mut serve = setup.serve().start();
+    wait_stubs(serve.pid(), 4, &[]);
+    let old = setup.path("files.old");
+    std::fs::rename(&setup.files, &old).unwrap();
+    std::fs::create_dir(&setup.files).unwrap();
+    std::fs::write(setup.files.join("which"), "new\n").unwrap();
+    // More calls than spares: those started before and after the replacement.
+    for _ in 0..6 {
+        let result = serve.call(json!({"program": "cat", "args": ["which"]}));
+        assert_eq!(stdout_of(&result), "new\n", "{result}");
+    }
+}
+
+/// Every process below serve (its spares, their warm sandboxes and stubs) dies with serve's
+/// SIGKILL.
+fn serve_killed_with_spares_waiting_leaves_nothing(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    wait_stubs(serve.pid(), 4, &[]);
+    let below = descendants(serve.pid());
+    assert!(below.len() >= 8, "spares and their sandboxes: {below:?}");
+    serve.kill();
+    for pid in below {
+        assert!(
+            wait_dead(pid, GONE),
+            "{pid} ({:?}) outlived serve",
+            argv_of(pid)
+        );
+    }
+}
+
+/// Every stub waiting is SIGKILLed from outside: each is replaced (by its spare), and the
+/// next calls run.
+fn a_stub_killed_from_outside_is_replaced(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    let first = wait_stubs(serve.pid(), 4, &[]);
+    for pid in &first {
+        let pid = rustix::process::Pid::from_raw(*pid).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    }
+    for pid in &first {
+        assert!(wait_dead(*pid, GONE), "the stub {pid} did not die");
+    }
+    let replaced = wait_stubs(serve.pid(), 4, &first);
+    for _ in 0..2 {
+        let result = serve.call(json!({"program": "echo", "args": ["still"]}));
+        assert_eq!(stdout_of(&result), "still\n", "{result}");
+    }
+    if sandbox == Sandbox::Passthrough {
+        let result = serve.call(json!({"program": "sh", "args": ["-c", "echo $$"]}));
+        let pid: i32 = stdout_of(&result).trim().parse().unwrap();
+        assert!(replaced.contains(&pid), "{pid} is not a replacement stub");
+    }
+    assert!(replaced.iter().all(|pid| *pid > 0 && !first.contains(pid)));
+}
+
+/// A program the sandbox cannot execute (its folder is not shown inside bubblewrap): the stub
+/// fails, and the call is answered exactly as a cold start answers it.
+#[test]
+fn a_program_the_sandbox_cannot_execute_is_answered_as_cold() {
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    let setup = Setup::new(Sandbox::Bwrap);
+    let hidden = setup.path("hidden");
+    std::fs::create_dir(&hidden).unwrap();
+    std::fs::copy("/bin/true", hidden.join("hidden-true")).unwrap();
+    let answer = || {
+        let mut serve = setup
+            .serve()
+            .programs_path(&path_str(&hidden))
+            .programs(&["hidden-true"])
+            .start();
+        let result = serve.call(json!({"program": "hidden-true"}));
+        let value = ran(&result);
+        (
+            value["exit_code"].clone(),
+            value["stderr"].clone(),
+            result["isError"].clone(),
+        )
+    };
+    let warm = answer();
+    let cold = cold_starts(answer);
+    assert_eq!(warm, cold);
+    assert_ne!(warm.0, json!(0), "{warm:?}");
+}
+
+/// Two calls in a row under the recommended line: every namespace the sandbox makes is a new
+/// one for each call, and the second sees nothing of the first's `/tmp`.
+#[test]
+fn two_calls_in_a_row_share_no_namespace_and_no_tmp() {
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    let setup = Setup::new(Sandbox::Bwrap);
+    let mut serve = setup.serve().start();
+    wait_stubs(serve.pid(), 2, &[]);
+    let kinds = ["cgroup", "ipc", "mnt", "net", "pid", "user", "uts"];
+    let script = format!(
+        "for k in {}; do echo $k $(readlink /proc/self/ns/$k); done; \
+         ls /tmp; touch /tmp/left-by-a-call; ls /proc | grep -c '^[0-9]'",
+        kinds.join(" ")
+    );
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let result = serve.call(json!({"program": "sh", "args": ["-c", &script]}));
+        let out = stdout_of(&result);
+        let lines: Vec<&str> = out.lines().collect();
+        // No file in /tmp: the first call's did not reach the second.
+        assert_eq!(lines.len(), kinds.len() + 1, "{out}");
+        let processes: usize = lines[kinds.len()].parse().unwrap();
+        // bwrap's pid 1, the shell, ls and grep: nothing of another call.
+        assert!(processes <= 4, "{out}");
+        seen.push(
+            lines[..kinds.len()]
+                .iter()
+                .map(|l| (*l).to_owned())
+                .collect::<Vec<_>>(),
+        );
+    }
+    for (i, kind) in kinds.iter().enumerate() {
+        let outside = std::fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
+        let outside = format!("{kind} {}", outside.display());
+        if seen[0][i] != outside {
+            assert_ne!(seen[0][i], seen[1][i], "both calls had {}", seen[0][i]);
+        }
+    }
+    // The pid, mount, network and IPC namespaces at least are the sandbox's own.
+    for kind in ["mnt", "net", "pid", "ipc"] {
+        let i = kinds.iter().position(|k| *k == kind).unwrap();
+        let outside = std::fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
+        assert_ne!(seen[0][i], format!("{kind} {}", outside.display()));
+    }
+}
+
+/// Without a PID namespace, a call's program sees the stubs that wait for later calls: it may
+/// not trace them or open their descriptors (they are not dumpable while they wait).
+#[test]
+fn a_program_cannot_reach_a_waiting_stub_without_a_pid_namespace() {
+    if !Sandbox::BwrapSharedPid.usable() {
+        return;
+    }
+    let setup = Setup::new(Sandbox::BwrapSharedPid);
+    let mut serve = setup.serve().start();
+    let waiting = wait_stubs(serve.pid(), 4, &[]);
+    let script = waiting
+        .iter()
+        .map(|pid| {
+            format!(
+                "readlink /proc/{pid}/fd/0 /proc/{pid}/fd/4 >/dev/null 2>&1 && echo reached {pid}; \
+                 cat /proc/{pid}/environ >/dev/null 2>&1 && echo read {pid}; \
+                 test -e /proc/{pid} && echo saw {pid};"
+            )
+        })
+        .collect::<String>();
+    let result = serve.call(json!({"program": "sh", "args": ["-c", script]}));
+    let out = stdout_of(&result);
+    // The one the call itself took is its own program now; the others wait for later calls.
+    let others: Vec<&i32> = waiting
+        .iter()
+        .filter(|pid| out.contains(&format!("saw {pid}")))
+        .filter(|pid| !out.contains(&format!("read {pid}")) || stubs(serve.pid()).contains(pid))
+        .collect();
+    assert!(others.len() >= 3, "the stubs are in sight: {out}");
+    for pid in others {
+        assert!(!out.contains(&format!("reached {pid}")), "{out}");
+        assert!(!out.contains(&format!("read {pid}")), "{out}");
+    }
+}
