@@ -25,7 +25,7 @@
 //!
 //! - the request, one message: a flags byte ([`EOF_FLAG`]: close stdin after the text), then
 //!   the text's bytes, at most [`WRITE_MAX`];
-//! - the reply, one message: a [`Reply`] as JSON.
+//! - the reply, one message: a [`ChannelReply`] as JSON.
 //!
 //! The supervisor writes the text to the program's stdin without blocking: what the pipe (or
 //! the terminal) does not take at once is not queued, and the reply says how much went in. The
@@ -115,7 +115,7 @@ impl Stdin {
 /// The supervisor's answer to a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case")]
-pub enum Reply {
+pub enum ChannelReply {
     /// Every byte was taken; `closed` when stdin was closed after them (the request's eof).
     Taken {
         /// Bytes the program's stdin took.
@@ -192,7 +192,12 @@ pub enum SendError {
 }
 
 /// Sends one request to run `id`'s supervisor and waits up to [`EXCHANGE_WAIT`] for its reply.
-pub fn send(state: &StateDir, id: &RunId, text: &[u8], eof: bool) -> Result<Reply, SendError> {
+pub fn send(
+    state: &StateDir,
+    id: &RunId,
+    text: &[u8],
+    eof: bool,
+) -> Result<ChannelReply, SendError> {
     let path = channel_path(state, id);
     let io_err = with_path(&path, "the run's stdin channel");
     let (addr, _handle) = address(&path).map_err(|e| SendError::Io(io_err(e)))?;
@@ -210,7 +215,7 @@ pub fn send(state: &StateDir, id: &RunId, text: &[u8], eof: bool) -> Result<Repl
         }
         Err(e) => return Err(SendError::Io(io_err(e.into()))),
     }
-    let exchange = || -> io::Result<Reply> {
+    let exchange = || -> io::Result<ChannelReply> {
         if !peer_is_me(&conn)? {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -244,7 +249,7 @@ pub struct Listener {
 
 /// One request, read from a connection.
 #[derive(Debug)]
-pub struct Request {
+pub struct ChannelRequest {
     /// The connection, to answer on.
     pub conn: OwnedFd,
     /// The text to write.
@@ -287,7 +292,7 @@ impl Listener {
 
     /// The next waiting request, if any (`None`: none waits). A connection from another
     /// user, or one that sends nothing within [`EXCHANGE_WAIT`], is dropped unanswered.
-    pub fn next(&self) -> io::Result<Option<Request>> {
+    pub fn next(&self) -> io::Result<Option<ChannelRequest>> {
         loop {
             let conn = match rustix::net::accept_with(&self.socket, SocketFlags::CLOEXEC) {
                 Ok(conn) => conn,
@@ -307,7 +312,7 @@ impl Listener {
 }
 
 /// Reads the one message of a connection; `None` for a peer of another user.
-fn read_request(conn: OwnedFd) -> io::Result<Option<Request>> {
+fn read_request(conn: OwnedFd) -> io::Result<Option<ChannelRequest>> {
     if !peer_is_me(&conn)? {
         tracing::warn!("refused a connection to the stdin channel from another user");
         return Ok(None);
@@ -321,13 +326,13 @@ fn read_request(conn: OwnedFd) -> io::Result<Option<Request>> {
         } else {
             format!("{} bytes at once; at most {WRITE_MAX}", whole - 1)
         };
-        answer(&conn, &Reply::Invalid { why });
+        answer(&conn, &ChannelReply::Invalid { why });
         return Ok(None);
     }
     buf.truncate(n);
     let eof = buf[0] & EOF_FLAG != 0;
     buf.remove(0);
-    Ok(Some(Request {
+    Ok(Some(ChannelRequest {
         conn,
         text: buf,
         eof,
@@ -335,7 +340,7 @@ fn read_request(conn: OwnedFd) -> io::Result<Option<Request>> {
 }
 
 /// Answers a request (best effort: a peer that left hears nothing).
-pub fn answer(conn: &OwnedFd, reply: &Reply) {
+pub fn answer(conn: &OwnedFd, reply: &ChannelReply) {
     match serde_json::to_vec(reply) {
         Ok(bytes) => {
             if let Err(err) = rustix::net::send(conn, &bytes, SendFlags::NOSIGNAL) {
@@ -424,7 +429,7 @@ mod tests {
         );
         answer(
             &request.conn,
-            &Reply::Taken {
+            &ChannelReply::Taken {
                 taken: 6,
                 closed: true,
             },
@@ -432,7 +437,7 @@ mod tests {
         let reply = client.join().unwrap().unwrap();
         assert_eq!(
             reply,
-            Reply::Taken {
+            ChannelReply::Taken {
                 taken: 6,
                 closed: true
             }

@@ -10,7 +10,7 @@
 //! supervisor or, if it ended meanwhile, no one: never a process that got the pid since. A
 //! record that names no supervisor yet is not signalled; its supervisor looks for itself.
 //!
-//! **Hearing** ([`Listener`]): the supervisor blocks SIGURG before anything else and reads it
+//! **Hearing** ([`WakeListener`]): the supervisor blocks SIGURG before anything else and reads it
 //! from a signalfd, in the one `poll` it sleeps in (with its deadline, its program's output and
 //! end, and its other signals). Only then does it name itself in the record, and after that it
 //! looks at `<id>.stop` once: a stop asked before the record named the supervisor is seen by
@@ -54,11 +54,11 @@ fn wake_set() -> SigSet {
 
 /// A supervisor's ear for [`WAKE`]: the signal blocked, and readable from a descriptor.
 #[derive(Debug)]
-pub struct Listener {
+pub struct WakeListener {
     fd: SignalFd,
 }
 
-impl Listener {
+impl WakeListener {
     /// Blocks [`WAKE`] in the calling thread (a supervisor has no other) and opens its
     /// signalfd. From here on a wake-up waits in the descriptor until [`take`](Self::take).
     pub fn new() -> io::Result<Self> {

@@ -85,7 +85,7 @@ impl CallControl {
 
 /// A finished call.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct CallOutcome {
     /// How the sandbox process ended.
     pub exit: Exit,
     /// Whether the call's time ran out and everything of it was killed.
@@ -105,7 +105,7 @@ pub struct Outcome {
 #[derive(Debug)]
 pub enum Ended {
     /// It ran to its end (or its timeout).
-    Finished(Outcome),
+    Finished(CallOutcome),
     /// It was cancelled: everything of it was killed and no answer is due.
     Cancelled,
 }
@@ -133,7 +133,7 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let in_flight = crate::spares::InFlight::begin();
+    let in_flight = crate::spares::RefillHold::begin();
     let mut reaper = spawn::spawn(
         &spec.argv,
         spec.cwd.handle.as_fd(),
@@ -157,7 +157,7 @@ pub fn run(
     let Some((exit, at)) = watched.exited else {
         return Err(watched.no_exit());
     };
-    Ok(Ended::Finished(Outcome {
+    Ok(Ended::Finished(CallOutcome {
         exit,
         timed_out: watched.timed_out,
         leftovers_killed: watched.leftovers_killed,
@@ -168,7 +168,7 @@ pub fn run(
 }
 
 /// What the watch of a call saw.
-struct Watched {
+struct WatchedCall {
     exited: Option<(Exit, Instant)>,
     timed_out: bool,
     leftovers_killed: bool,
@@ -179,7 +179,7 @@ struct Watched {
     err: HeadTail,
 }
 
-impl Watched {
+impl WatchedCall {
     /// The error for a call whose sandbox never reported an end.
     fn no_exit(&self) -> io::Error {
         match self.failed {
@@ -202,8 +202,8 @@ fn watch(
     mut progress: Option<&mut dyn FnMut(Duration, u64)>,
     start: Instant,
     reaper: &mut Reaper,
-    in_flight: &crate::spares::InFlight,
-) -> io::Result<Watched> {
+    in_flight: &crate::spares::RefillHold,
+) -> io::Result<WatchedCall> {
     let mut call = Running {
         stdout: reaper.child.stdout.take(),
         stderr: reaper.child.stderr.take(),
@@ -232,7 +232,7 @@ fn watch(
     // A limit too far away to count is as good as none (it cannot overflow the clock).
     let deadline = start.checked_add(spec.timeout).unwrap_or(start + FAR_AWAY);
     let mut next_progress = start + PROGRESS_EVERY;
-    let mut seen = Watched {
+    let mut seen = WatchedCall {
         exited: None,
         timed_out: false,
         leftovers_killed: false,

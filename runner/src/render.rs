@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::call::{Exit, Outcome};
+use crate::call::{CallOutcome, Exit};
 use crate::capture::{HeadTail, Rendered};
 
 /// The answer's text: how it ended, then each stream's head, what was left out, and tail.
-pub fn text(outcome: &Outcome, timeout: Duration) -> String {
+pub fn text(outcome: &CallOutcome, timeout: Duration) -> String {
     let ms = outcome.elapsed.as_millis();
     let mut text = if outcome.timed_out {
         format!(
@@ -97,7 +97,7 @@ pub fn signal_name(signal: i32) -> Option<&'static str> {
 
 /// The structured value of the `command` tool: the figures, and each stream as the text
 /// shows it ([`stream`]), for hosts that hand the model nothing else.
-pub fn structured(outcome: &Outcome) -> Value {
+pub fn structured(outcome: &CallOutcome) -> Value {
     let (exit_code, signal) = match outcome.exit {
         Exit::Code(code) => (Some(code), None),
         Exit::Signal(signal) => (None, Some(signal)),
@@ -119,10 +119,10 @@ pub fn structured(outcome: &Outcome) -> Value {
 mod tests {
     use super::*;
 
-    fn outcome(exit: Exit, out: &[u8], limit: u64) -> Outcome {
+    fn outcome(exit: Exit, out: &[u8], limit: u64) -> CallOutcome {
         let mut stdout = HeadTail::new(limit);
         stdout.push(out);
-        Outcome {
+        CallOutcome {
             exit,
             timed_out: false,
             leftovers_killed: false,

@@ -196,7 +196,7 @@ pub fn refill() {
     }
 }
 
-/// Calls in flight ([`InFlight`]).
+/// Calls in flight ([`RefillHold`]).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// The longest the `spares` thread holds back while several calls are in flight before it
 /// starts a spare anyway.
@@ -205,15 +205,15 @@ const DEFER_AT_MOST: Duration = Duration::from_millis(100);
 /// A call in flight, from its arrival to its end. While more than one is, the `spares` thread
 /// holds back (up to [`DEFER_AT_MOST`]): in a burst of calls at once most find no spare and
 /// start cold, and starting warm sandboxes meanwhile would only make them wait for CPU. One
-/// call alone gets its spare replaced as soon as its sandboxes runs ([`InFlight::started`]).
+/// call alone gets its spare replaced as soon as its sandboxes runs ([`RefillHold::started`]).
 #[derive(Debug)]
-pub struct InFlight(());
+pub struct RefillHold(());
 
-impl InFlight {
+impl RefillHold {
     /// A call arrives.
     pub fn begin() -> Self {
         IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
-        InFlight(())
+        RefillHold(())
     }
 
     /// Its sandbox runs: the spare it took may be replaced.
@@ -222,7 +222,7 @@ impl InFlight {
     }
 }
 
-impl Drop for InFlight {
+impl Drop for RefillHold {
     fn drop(&mut self) {
         IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
         refill();

@@ -43,7 +43,7 @@ use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use lnk_proc::proc_info;
 use lnk_proc::reaper::children;
-use lnk_proc::wake::Listener;
+use lnk_proc::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -66,7 +66,7 @@ pub const HOLD_GATE_ENV: &str = "LNK_SUPERVISE_HOLD_GATE";
 pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
     // First: a stop signal from now on waits in the descriptor (the record names this process
     // only later, so none can come before).
-    let stop = Listener::new().context("listening for a stop")?;
+    let stop = WakeListener::new().context("listening for a stop")?;
     let input = input.then(stdin::take_input).transpose()?;
     let id = RunId::parse(id)?;
     let state = StateDir::open(&state)?;
@@ -116,7 +116,7 @@ fn supervise(
     state: &StateDir,
     record: &mut Record,
     quit: &Quit,
-    stop: &Listener,
+    stop: &WakeListener,
     input: Option<std::fs::File>,
 ) -> Result<()> {
     let files = FilesDir::open(&record.launch.files)?;

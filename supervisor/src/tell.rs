@@ -35,7 +35,7 @@ const MAX_ANSWER: u64 = 64 * 1024;
 
 /// How a try to tell went.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum TellOutcome {
     /// A `result` answer: told.
     Told,
     /// An `error` answer (or one that is not JSON-RPC): logged, and stays told.
@@ -58,11 +58,11 @@ pub fn tell_if_due(state: &StateDir, record: &mut Record) {
     }
     lnk_common::index::file_end(state, record);
     match tell(record) {
-        Outcome::Told => tracing::info!(id = %record.id, "told"),
-        Outcome::Refused(why) => {
+        TellOutcome::Told => tracing::info!(id = %record.id, "told"),
+        TellOutcome::Refused(why) => {
             tracing::warn!(id = %record.id, "the way in answered an error: {why}; not retried");
         }
-        Outcome::Unreachable(why) => {
+        TellOutcome::Unreachable(why) => {
             tracing::warn!(id = %record.id, "the way in cannot be reached: {why}; a sweep retries");
             record.telling.told = false;
             match record.store(state) {
@@ -74,16 +74,16 @@ pub fn tell_if_due(state: &StateDir, record: &mut Record) {
 }
 
 /// One try to tell `record`'s end.
-pub fn tell(record: &Record) -> Outcome {
+pub fn tell(record: &Record) -> TellOutcome {
     let Some(to) = &record.launch.tell_to else {
-        return Outcome::Refused("the run has no way in".into());
+        return TellOutcome::Refused("the run has no way in".into());
     };
     let body = body(record, UnixMs::now());
     let signature = match keyring::sign(&to.keyring, to.agent.as_str(), body.as_bytes()) {
         Ok(signature) => signature,
         // A bad keyring is a person's to fix; the run's end is recorded whatever happens here.
         Err(err) => {
-            return Outcome::Unreachable(format!("cannot sign: {}", lnk_common::Causes(&err)));
+            return TellOutcome::Unreachable(format!("cannot sign: {}", lnk_common::Causes(&err)));
         }
     };
     let line = json!({
@@ -188,22 +188,22 @@ fn is_invisible_format(c: char) -> bool {
 
 /// Connects, writes the line, reads one line back, all within [`TELL_LIMIT`]: a way in that
 /// does not accept, or answers a byte at a time, cannot hold the supervisor up longer.
-fn exchange(socket: &Path, line: &Value) -> Outcome {
+fn exchange(socket: &Path, line: &Value) -> TellOutcome {
     let deadline = Instant::now() + TELL_LIMIT;
     let shown = socket.display();
     let stream = match connect_within(socket, deadline) {
         Ok(stream) => stream,
-        Err(why) => return Outcome::Unreachable(format!("{shown}: {why}")),
+        Err(why) => return TellOutcome::Unreachable(format!("{shown}: {why}")),
     };
     let mut text = line.to_string();
     text.push('\n');
     if let Err(why) = write_within(&stream, text.as_bytes(), deadline) {
-        return Outcome::Unreachable(format!("writing to {shown}: {why}"));
+        return TellOutcome::Unreachable(format!("writing to {shown}: {why}"));
     }
     match read_line_within(&stream, deadline) {
         Ok(Some(answer)) => judge(&answer),
-        Ok(None) => Outcome::Unreachable(format!("{shown} closed without an answer")),
-        Err(why) => Outcome::Unreachable(format!("reading from {shown}: {why}")),
+        Ok(None) => TellOutcome::Unreachable(format!("{shown} closed without an answer")),
+        Err(why) => TellOutcome::Unreachable(format!("reading from {shown}: {why}")),
     }
 }
 
@@ -319,14 +319,14 @@ fn read_line_within(mut stream: &UnixStream, deadline: Instant) -> Result<Option
 }
 
 /// A `result` answer is told; anything else is a refusal.
-fn judge(answer: &str) -> Outcome {
+fn judge(answer: &str) -> TellOutcome {
     match serde_json::from_str::<Value>(answer) {
-        Ok(value) if value.get("result").is_some() => Outcome::Told,
+        Ok(value) if value.get("result").is_some() => TellOutcome::Told,
         Ok(value) => match value.get("error") {
-            Some(error) => Outcome::Refused(error.to_string()),
-            None => Outcome::Refused(format!("not a JSON-RPC answer: {}", answer.trim())),
+            Some(error) => TellOutcome::Refused(error.to_string()),
+            None => TellOutcome::Refused(format!("not a JSON-RPC answer: {}", answer.trim())),
         },
-        Err(_) => Outcome::Refused(format!("not JSON: {}", answer.trim())),
+        Err(_) => TellOutcome::Refused(format!("not JSON: {}", answer.trim())),
     }
 }
 

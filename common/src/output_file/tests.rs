@@ -16,14 +16,14 @@ fn byte_at(at: u64) -> u8 {
     (at % 251) as u8
 }
 
-struct Run {
+struct TestRun {
     _dir: tempfile::TempDir,
     state: StateDir,
     background: BackgroundDir,
     record: Record,
 }
 
-fn made_run(cap: u64) -> Run {
+fn made_run(cap: u64) -> TestRun {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::new(dir.path().join("state"));
     state.create().unwrap();
@@ -64,7 +64,7 @@ fn made_run(cap: u64) -> Run {
     run_files::make(&state, &background, &mut record)
         .unwrap()
         .keep();
-    Run {
+    TestRun {
         _dir: dir,
         state,
         background,
@@ -73,19 +73,19 @@ fn made_run(cap: u64) -> Run {
 }
 
 /// Appends the pattern's next `n` bytes as a supervisor does, rotating at the cap.
-struct Writer<'a> {
-    run: &'a mut Run,
+struct TestWriter<'a> {
+    run: &'a mut TestRun,
     file: File,
     len: u64,
 }
 
-impl<'a> Writer<'a> {
-    fn new(run: &'a mut Run) -> Self {
+impl<'a> TestWriter<'a> {
+    fn new(run: &'a mut TestRun) -> Self {
         let file = run
             .background
             .open_output_for_append(&run.record.id)
             .unwrap();
-        Writer { run, file, len: 0 }
+        TestWriter { run, file, len: 0 }
     }
 
     fn append(&mut self, n: u64) {
@@ -127,7 +127,7 @@ fn check(read: &OutputBytes) {
 fn a_rotation_keeps_the_newest_half_at_its_offsets() {
     let mut run = made_run(1000);
     let id = run.record.id.clone();
-    let mut writer = Writer::new(&mut run);
+    let mut writer = TestWriter::new(&mut run);
     for _ in 0..25 {
         writer.append(100);
     }
@@ -178,7 +178,7 @@ fn a_rotation_under_a_reader_never_yields_stale_offsets() {
                 })
             })
             .collect();
-        let mut writer = Writer::new(&mut run);
+        let mut writer = TestWriter::new(&mut run);
         let until = Instant::now() + Duration::from_millis(1500);
         let mut rotations = 0u64;
         while Instant::now() < until {

@@ -1,5 +1,5 @@
 //! The reaper's watch over a started sandbox: until the sandbox process has ended and nothing
-//! it started is left, through the phases [`Phase`] names.
+//! it started is left, through the phases [`ReapPhase`] names.
 
 use std::ffi::{CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -13,7 +13,7 @@ use super::children::{self, reap_if_dead, signal_child};
 use super::options::Options;
 use super::report::{Event, Reporter};
 use super::sandbox_start::Sandbox;
-use super::signals::Signals;
+use super::signals::BlockedSignals;
 use crate::poll::poll_until;
 use lnk_common::status::Exit;
 
@@ -23,7 +23,7 @@ const KILL_RECHECK: Duration = Duration::from_millis(50);
 
 /// Where the reaper is in ending the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum ReapPhase {
     /// The sandbox runs; nothing to do but wait.
     Running,
     /// The sandbox process ended and left processes behind: they may end by themselves until
@@ -38,9 +38,9 @@ enum Phase {
 pub(super) struct Reaping<'a> {
     options: &'a Options,
     report: &'a Reporter,
-    signals: &'a Signals,
+    signals: &'a BlockedSignals,
     sandbox: Sandbox,
-    phase: Phase,
+    phase: ReapPhase,
     /// The sandbox process's end, once seen (it stays unreaped until the very end, so that its
     /// group id cannot be reused while this process signals the group).
     exit: Option<Exit>,
@@ -60,7 +60,7 @@ impl<'a> Reaping<'a> {
     pub(super) fn new(
         options: &'a Options,
         report: &'a Reporter,
-        signals: &'a Signals,
+        signals: &'a BlockedSignals,
         sandbox: Sandbox,
         sandbox_path: &'a CStr,
     ) -> Self {
@@ -69,7 +69,7 @@ impl<'a> Reaping<'a> {
             report,
             signals,
             sandbox,
-            phase: Phase::Running,
+            phase: ReapPhase::Running,
             exit: None,
             exec_failed: false,
             leftovers: false,
@@ -91,7 +91,7 @@ impl<'a> Reaping<'a> {
             self.read_exec_pipe();
             if arrived.stop {
                 self.stop();
-            } else if arrived.interrupt && self.phase == Phase::Running {
+            } else if arrived.interrupt && self.phase == ReapPhase::Running {
                 self.interrupt();
             }
             // The leader's end first: its children are reparented here before it becomes a
@@ -101,37 +101,37 @@ impl<'a> Reaping<'a> {
             let now = Instant::now();
             let ended = self.exit.is_some();
             match self.phase {
-                Phase::Running if ended && others.is_empty() => break,
-                Phase::Running if ended => {
-                    self.phase = Phase::Leftovers {
+                ReapPhase::Running if ended && others.is_empty() => break,
+                ReapPhase::Running if ended => {
+                    self.phase = ReapPhase::Leftovers {
                         until: now + self.options.leftover_grace,
                     };
                     continue;
                 }
-                Phase::Running => {}
-                Phase::Leftovers { .. } | Phase::Stopping { .. } | Phase::Killing
+                ReapPhase::Running => {}
+                ReapPhase::Leftovers { .. } | ReapPhase::Stopping { .. } | ReapPhase::Killing
                     if ended && others.is_empty() =>
                 {
                     break;
                 }
-                Phase::Leftovers { until } if now >= until => {
+                ReapPhase::Leftovers { until } if now >= until => {
                     self.leftovers = true;
-                    self.phase = Phase::Killing;
+                    self.phase = ReapPhase::Killing;
                     continue;
                 }
-                Phase::Leftovers { .. } => {}
-                Phase::Stopping { kill_at } if now >= kill_at => {
-                    self.phase = Phase::Killing;
+                ReapPhase::Leftovers { .. } => {}
+                ReapPhase::Stopping { kill_at } if now >= kill_at => {
+                    self.phase = ReapPhase::Killing;
                     continue;
                 }
-                Phase::Stopping { .. } => self.term_new(),
-                Phase::Killing => self.kill(&others),
+                ReapPhase::Stopping { .. } => self.term_new(),
+                ReapPhase::Killing => self.kill(&others),
             }
             let wake_at = match self.phase {
-                Phase::Running => None,
-                Phase::Leftovers { until } => Some(until),
-                Phase::Stopping { kill_at } => Some(kill_at),
-                Phase::Killing => Some(now + KILL_RECHECK),
+                ReapPhase::Running => None,
+                ReapPhase::Leftovers { until } => Some(until),
+                ReapPhase::Stopping { kill_at } => Some(kill_at),
+                ReapPhase::Killing => Some(now + KILL_RECHECK),
             };
             self.wait(wake_at);
         }
@@ -145,19 +145,19 @@ impl<'a> Reaping<'a> {
     /// A stop was asked for.
     fn stop(&mut self) {
         match self.phase {
-            Phase::Running if !self.options.stop_grace.is_zero() => {
+            ReapPhase::Running if !self.options.stop_grace.is_zero() => {
                 self.term_new();
-                self.phase = Phase::Stopping {
+                self.phase = ReapPhase::Stopping {
                     kill_at: Instant::now() + self.options.stop_grace,
                 };
             }
-            Phase::Running | Phase::Stopping { .. } => self.phase = Phase::Killing,
-            Phase::Leftovers { .. } => {
+            ReapPhase::Running | ReapPhase::Stopping { .. } => self.phase = ReapPhase::Killing,
+            ReapPhase::Leftovers { .. } => {
                 // What the program left is still there: it is killed as leftovers.
                 self.leftovers = true;
-                self.phase = Phase::Killing;
+                self.phase = ReapPhase::Killing;
             }
-            Phase::Killing => {}
+            ReapPhase::Killing => {}
         }
     }
 

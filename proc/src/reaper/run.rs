@@ -14,7 +14,7 @@ use super::reaping::Reaping;
 use super::report::{Event, Reporter};
 use super::run_stdin;
 use super::sandbox_start::{Sandbox, Spawn, fork_sandbox, let_go_of_stdio, resolve, spawn_sandbox};
-use super::signals::Signals;
+use super::signals::BlockedSignals;
 use super::spare::{Call, Control, SPARE};
 use super::warm::{Handed, WARM, Warm};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
@@ -46,11 +46,11 @@ fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
 }
 
 /// What every reaper does first: its signals read from a signalfd, and child subreaper.
-fn set_up(report: &Reporter) -> Result<Signals, ExitCode> {
+fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
     // Whatever this process inherited beyond stdio (a host that leaks descriptors into
     // `serve`, say) must not reach the sandbox.
     close_on_exec_beyond_stdio();
-    let signals = Signals::new().map_err(|err| failed(report, &err))?;
+    let signals = BlockedSignals::new().map_err(|err| failed(report, &err))?;
     children::become_subreaper().map_err(|err| failed(report, &err))?;
     Ok(signals)
 }
@@ -115,7 +115,7 @@ fn enter(call: &Call) -> io::Result<()> {
 fn run_set_up(
     options: &Options,
     report: &Reporter,
-    signals: &Signals,
+    signals: &BlockedSignals,
     warm: Option<Warm>,
 ) -> ExitCode {
     let failed = |err: io::Error| failed(report, &err);
@@ -211,7 +211,7 @@ fn set_cloexec(fd: i32) {
 
 /// Waits for the open byte on stdin, or a stop. Whether the gate opened; stdin is then
 /// `/dev/null`, or with `run_stdin` the run's stdin, fd 4.
-fn wait_open(signals: &Signals, run_stdin: bool) -> io::Result<bool> {
+fn wait_open(signals: &BlockedSignals, run_stdin: bool) -> io::Result<bool> {
     let stdin = io::stdin();
     let signal_fd = signals.fd();
     loop {

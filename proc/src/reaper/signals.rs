@@ -57,7 +57,7 @@ pub struct Arrived {
 
 /// Blocks `set` in the calling thread and opens a non-blocking, close-on-exec signalfd for
 /// it: from then on those signals wait in the descriptor. (The reaper's, and the supervisor's
-/// stop signal, [`crate::stop::Listener`].)
+/// stop signal, [`crate::wake::WakeListener`].)
 pub fn blocked_fd(set: &SigSet) -> io::Result<SignalFd> {
     set.thread_block().map_err(io::Error::from)?;
     SignalFd::with_flags(set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
@@ -66,11 +66,11 @@ pub fn blocked_fd(set: &SigSet) -> io::Result<SignalFd> {
 
 /// The reaper's signals, blocked, as a readable descriptor.
 #[derive(Debug)]
-pub struct Signals {
+pub struct BlockedSignals {
     fd: SignalFd,
 }
 
-impl Signals {
+impl BlockedSignals {
     /// Blocks the signals (again: the parent blocked them already) and opens their signalfd.
     pub fn new() -> io::Result<Self> {
         Ok(Self {

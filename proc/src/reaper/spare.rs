@@ -38,7 +38,7 @@ use rustix::net::{
 
 use super::options::Options;
 use super::report::REPORT_FD;
-use super::signals::Signals;
+use super::signals::BlockedSignals;
 
 /// The reaper's argument that makes it a spare.
 pub const SPARE: &str = "--spare";
@@ -157,7 +157,7 @@ impl Control {
 
     /// Waits for the call, or a stop. `Ok(None)`: a stop came, or the socket ended (or said
     /// something that is not a spec) before a spec was whole; nothing may run.
-    pub fn wait_for_call(&self, signals: &Signals) -> io::Result<Option<Call>> {
+    pub fn wait_for_call(&self, signals: &BlockedSignals) -> io::Result<Option<Call>> {
         let signal_fd = signals.fd();
         loop {
             let mut fds = [

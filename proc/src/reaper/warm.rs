@@ -40,7 +40,7 @@ pub use super::warm_wire::{FAILED, Place, READY, STUB, STUB_CHANNEL_FD, STUB_EXE
 use super::children;
 use super::options::Options;
 use super::report::{Event, Reporter};
-use super::signals::Signals;
+use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
 
 /// The spare's argument that gives it a warm sandbox: `reap --spare --warm <sandbox>…`.
@@ -96,7 +96,7 @@ impl Warm {
     pub fn wait_for_call(
         &mut self,
         control: &Control,
-        signals: &Signals,
+        signals: &BlockedSignals,
         report: &Reporter,
     ) -> io::Result<Option<Call>> {
         let mut told = false;
@@ -145,7 +145,7 @@ impl Warm {
 
     /// Hands the call of `options` to the warm sandbox, when it can take it. A signal that
     /// arrives meanwhile (read later by the reaper) ends the wait for the stub's `exec`.
-    pub fn hand(&mut self, options: &Options, signals: &Signals) -> Handed {
+    pub fn hand(&mut self, options: &Options, signals: &BlockedSignals) -> Handed {
         let cold = |warm: &mut Warm, why: &str| {
             warm.discard();
             if options.warm_only {

@@ -231,10 +231,10 @@ fn within_budget(page: &[Record]) -> (Vec<RunSummary>, Vec<String>) {
 
 /// A page's records, newest first; whether more runs may match after it; and, when the page
 /// ended at the most records it may read, the last one read.
-type Found = (Vec<Record>, bool, Option<(u64, RunId)>);
+type ListedPage = (Vec<Record>, bool, Option<(u64, RunId)>);
 
 /// The records of one page, newest first, and whether more runs match after it.
-fn page(state: &StateDir, query: &Query) -> Result<Found, lnk_common::Error> {
+fn page(state: &StateDir, query: &Query) -> Result<ListedPage, lnk_common::Error> {
     // The index costs the page; a folder not indexed yet (made by an older version, until a
     // sweep indexes it) is read whole.
     let filter = query.filter;

@@ -153,7 +153,7 @@ fn wait_for(
     };
     // Where the search for `until` goes on from.
     let mut search = start;
-    let mut phase = Phase::Searching;
+    let mut phase = WaitPhase::Searching;
     loop {
         if control.is_cancelled() {
             return Ok(None);
@@ -167,15 +167,15 @@ fn wait_for(
         phase = match phase {
             // A pass that reached the end after the time was up, or once the run ended, is
             // the last one.
-            _ if look.searched_all && (!look.running || phase == Phase::LastPass) => {
+            _ if look.searched_all && (!look.running || phase == WaitPhase::LastPass) => {
                 return Ok(Some(waited(began, None)));
             }
             // The time is up in the middle of a pass: what was not searched stays so.
             _ if Instant::now() >= deadline && !look.searched_all => {
                 return Ok(Some(waited(began, None)));
             }
-            _ if Instant::now() >= deadline => Phase::LastPass,
-            _ if !look.searched_all => Phase::Searching,
+            _ if Instant::now() >= deadline => WaitPhase::LastPass,
+            _ if !look.searched_all => WaitPhase::Searching,
             _ => {
                 let slept = match waker.as_mut() {
                     Some(waker) => waker.sleep(control, deadline),
@@ -187,8 +187,8 @@ fn wait_for(
                 };
                 match slept {
                     Slept::Cancelled => return Ok(None),
-                    Slept::TimeUp => Phase::LastPass,
-                    Slept::Changed => Phase::Searching,
+                    Slept::TimeUp => WaitPhase::LastPass,
+                    Slept::Changed => WaitPhase::Searching,
                 }
             }
         };
@@ -197,7 +197,7 @@ fn wait_for(
 
 /// Where a waiting read stands between two looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum WaitPhase {
     /// Looking through the output, a chunk at a time, or again after it changed.
     Searching,
     /// The time is up: one last pass through what is there, then the answer.
@@ -205,7 +205,7 @@ enum Phase {
 }
 
 /// What one look at the output found.
-struct Look {
+struct ChunkSearch {
     /// Where what was waited for starts, if it was found.
     found: Option<u64>,
     /// Whether the look reached the end of the file (so a pass is over).
@@ -226,7 +226,7 @@ fn look_once(
     start: u64,
     search: u64,
     wait: &Wait,
-) -> Result<Look, Answer> {
+) -> Result<ChunkSearch, Answer> {
     let look = read_bytes(state, id, Some(search), SEARCH_CHUNK)?;
     let cap = look.record.launch.limits.output_cap_bytes.max(SEARCH_CHUNK);
     let end = look.from + look.bytes.len() as u64;
@@ -249,7 +249,7 @@ fn look_once(
         },
         None => (look.file_end > start).then_some(start),
     };
-    Ok(Look {
+    Ok(ChunkSearch {
         found,
         searched_all,
         running: look.record.status.is_running(),

@@ -9,7 +9,7 @@ use lnk_common::Causes;
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
-use lnk_common::stdin::{self, Reply, SendError, WRITE_MAX};
+use lnk_common::stdin::{self, ChannelReply, SendError, WRITE_MAX};
 use serde_json::{Map, Value, json};
 
 use super::args::{only, run_id};
@@ -124,9 +124,9 @@ fn writable(record: &Record) -> Result<(), Answer> {
     Ok(())
 }
 
-fn answer(id: &RunId, asked: usize, reply: Reply) -> Result<Answer, Answer> {
+fn answer(id: &RunId, asked: usize, reply: ChannelReply) -> Result<Answer, Answer> {
     match reply {
-        Reply::Taken { taken, closed } => {
+        ChannelReply::Taken { taken, closed } => {
             let text = match (taken, closed) {
                 (0, true) => format!("run {id}'s stdin is closed (eof)"),
                 (_, true) => {
@@ -139,21 +139,21 @@ fn answer(id: &RunId, asked: usize, reply: Reply) -> Result<Answer, Answer> {
                 json!({"id": id.as_str(), "taken": taken, "closed": closed}),
             ))
         }
-        Reply::Full { taken } => Err(Answer::refusal(format!(
+        ChannelReply::Full { taken } => Err(Answer::refusal(format!(
             "run {id}'s stdin took {taken} of {asked} bytes: its program is not reading, and what \
              does not fit at once is not kept. The rest was not sent{}. Read its output (`read`) \
              and write the rest once it reads again",
             if taken == 0 { " (nothing was)" } else { "" }
         ))),
-        Reply::Closed => Err(Answer::refusal(format!(
+        ChannelReply::Closed => Err(Answer::refusal(format!(
             "run {id}'s stdin was closed by an earlier `eof`; nothing was sent, and nothing more \
              can be"
         ))),
-        Reply::ProgramClosed => Err(Answer::refusal(format!(
+        ChannelReply::ProgramClosed => Err(Answer::refusal(format!(
             "run {id}'s program has closed its stdin (or is ending); nothing was sent. `read` \
              shows its output"
         ))),
-        Reply::Invalid { why } => Err(Answer::refusal(format!(
+        ChannelReply::Invalid { why } => Err(Answer::refusal(format!(
             "run {id}'s supervisor refused the text: {why}"
         ))),
     }

@@ -27,7 +27,7 @@ pub use wire::SUBCOMMAND;
 
 use crate::config::Config;
 use crate::exit_code;
-use verdict::{Finding, Outcome};
+use verdict::{CheckOutcome, Finding};
 
 /// Puts a fresh random marker into this process's environment, for the probe to look for.
 /// Must be called before any thread starts (it is, first thing in `main`).
@@ -145,7 +145,7 @@ pub fn before_serving(config: &Config, warm: bool) -> Result<(Vec<String>, Warmt
     let leaks: Vec<String> = checked
         .findings
         .iter()
-        .filter(|f| f.outcome == Outcome::Leak)
+        .filter(|f| f.outcome == CheckOutcome::Leak)
         .map(Finding::short)
         .collect();
     if !leaks.is_empty() {
@@ -158,7 +158,7 @@ pub fn before_serving(config: &Config, warm: bool) -> Result<(Vec<String>, Warmt
     let warnings = checked
         .findings
         .iter()
-        .filter(|f| f.outcome == Outcome::Warning)
+        .filter(|f| f.outcome == CheckOutcome::Warning)
         .map(|f| format!("sandbox check: {}", f.short()))
         .collect();
     Ok((warnings, warmth))
@@ -232,7 +232,10 @@ pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
                 "the probe took {} ms; ",
                 checked.elapsed.as_millis()
             ));
-            checked.findings.iter().any(|f| f.outcome == Outcome::Leak)
+            checked
+                .findings
+                .iter()
+                .any(|f| f.outcome == CheckOutcome::Leak)
         }
     };
     out.push_str(verdict_line(refuses, skipped_at_start));

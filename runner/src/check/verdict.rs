@@ -9,7 +9,7 @@ use super::wire::{Answer, Reach};
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CheckOutcome {
     /// It holds.
     Fine,
     /// It leaks: serve refuses to start.
@@ -22,7 +22,7 @@ pub enum Outcome {
 #[derive(Debug, Clone)]
 pub struct Finding {
     /// How it came out.
-    pub outcome: Outcome,
+    pub outcome: CheckOutcome,
     /// What was tried, for a person.
     pub tried: String,
     /// What happened.
@@ -34,7 +34,7 @@ pub struct Finding {
 impl Finding {
     fn fine(tried: impl Into<String>, happened: impl Into<String>) -> Self {
         Finding {
-            outcome: Outcome::Fine,
+            outcome: CheckOutcome::Fine,
             tried: tried.into(),
             happened: happened.into(),
             fix: None,
@@ -42,7 +42,7 @@ impl Finding {
     }
 
     fn bad(
-        outcome: Outcome,
+        outcome: CheckOutcome,
         tried: impl Into<String>,
         happened: impl Into<String>,
         fix: impl Into<String>,
@@ -58,9 +58,9 @@ impl Finding {
     /// The finding as one line of `lnk-link-run check`'s report.
     pub fn line(&self) -> String {
         let tag = match self.outcome {
-            Outcome::Fine => "ok  ",
-            Outcome::Leak => "LEAK",
-            Outcome::Warning => "warn",
+            CheckOutcome::Fine => "ok  ",
+            CheckOutcome::Leak => "LEAK",
+            CheckOutcome::Warning => "warn",
         };
         let mut line = format!("{tag}  {}: {}", self.tried, self.happened);
         if let Some(fix) = &self.fix {
@@ -124,7 +124,7 @@ pub fn judge(plan: &Plan, answer: &Answer, appeared: &[bool]) -> Vec<Finding> {
                 )
             };
             Finding::bad(
-                Outcome::Leak,
+                CheckOutcome::Leak,
                 tried,
                 happened,
                 hide_fix(&hidden.folder, &hidden.looked_at),
@@ -139,7 +139,7 @@ pub fn judge(plan: &Plan, answer: &Answer, appeared: &[bool]) -> Vec<Finding> {
         let tried = format!("reading {} {}", secret.what, secret.path.display());
         findings.push(if answer.read.get(i).copied().unwrap_or(false) {
             Finding::bad(
-                Outcome::Leak,
+                CheckOutcome::Leak,
                 tried,
                 "read from inside",
                 hide_fix(&secret.hide, &secret.hide),
@@ -157,11 +157,14 @@ pub fn judge(plan: &Plan, answer: &Answer, appeared: &[bool]) -> Vec<Finding> {
             .unwrap_or(Reach::Unreachable);
         let folder = socket.parent().unwrap_or(socket);
         findings.push(match reach {
-            Reach::Connected => {
-                Finding::bad(Outcome::Leak, tried, "connected", hide_fix(folder, folder))
-            }
+            Reach::Connected => Finding::bad(
+                CheckOutcome::Leak,
+                tried,
+                "connected",
+                hide_fix(folder, folder),
+            ),
             Reach::Refused if outside.is_some() => Finding::bad(
-                Outcome::Leak,
+                CheckOutcome::Leak,
                 tried,
                 "the socket is there (nothing listens now)",
                 hide_fix(folder, folder),
@@ -180,7 +183,7 @@ pub fn judge(plan: &Plan, answer: &Answer, appeared: &[bool]) -> Vec<Finding> {
         let landed = appeared.get(i).copied().unwrap_or(false);
         findings.push(if landed {
             Finding::bad(
-                Outcome::Leak,
+                CheckOutcome::Leak,
                 tried,
                 "it appeared there, outside --files",
                 format!(
@@ -206,7 +209,7 @@ fn capabilities(effective: Option<u64>) -> Finding {
     let tried = "the capabilities of a program";
     let Some(bits) = effective else {
         return Finding::bad(
-            Outcome::Leak,
+            CheckOutcome::Leak,
             tried,
             "the probe could not read its own",
             "give the sandbox --cap-drop ALL",
@@ -226,7 +229,7 @@ fn capabilities(effective: Option<u64>) -> Finding {
         names.join(", ")
     };
     Finding::bad(
-        Outcome::Leak,
+        CheckOutcome::Leak,
         tried,
         format!("it has capabilities ({shown})"),
         "give the sandbox --cap-drop ALL",
@@ -242,7 +245,7 @@ fn environment(answer: &Answer) -> Finding {
             "give the sandbox a PID and a user namespace of its own (--unshare-all)"
         };
         return Finding::bad(
-            Outcome::Leak,
+            CheckOutcome::Leak,
             tried,
             format!("serve's marker is in {place}"),
             fix,
@@ -250,7 +253,7 @@ fn environment(answer: &Answer) -> Finding {
     }
     if answer.serve_environ_read {
         return Finding::bad(
-            Outcome::Leak,
+            CheckOutcome::Leak,
             tried,
             "it read serve's /proc/<pid>/environ",
             "give the sandbox a PID and a user namespace of its own (--unshare-all)",
@@ -273,7 +276,7 @@ fn pid_namespace(plan: &Plan, answer: &Answer) -> Finding {
             Finding::fine(tried, "the sandbox has its own")
         }
         (Some(_), Some(_)) => Finding::bad(
-            Outcome::Warning,
+            CheckOutcome::Warning,
             tried,
             "the sandbox shares serve's: its programs can see and signal Link Run's own \
              processes (a program that kills its call's reaper can leave processes running \
@@ -281,7 +284,7 @@ fn pid_namespace(plan: &Plan, answer: &Answer) -> Finding {
             "give the sandbox --unshare-pid (or --unshare-all)",
         ),
         _ => Finding::bad(
-            Outcome::Warning,
+            CheckOutcome::Warning,
             tried,
             "could not tell whether the sandbox has its own (no /proc/self/ns/pid)",
             "give the sandbox --unshare-pid and --proc /proc",
@@ -304,7 +307,7 @@ fn sockets(answer: &Answer) -> Finding {
         .map(|p: &PathBuf| p.display().to_string())
         .collect();
     Finding::bad(
-        Outcome::Warning,
+        CheckOutcome::Warning,
         tried,
         format!(
             "{} reachable ({}{})",

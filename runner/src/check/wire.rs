@@ -41,24 +41,17 @@ pub struct Request {
     pub scan_skip: Vec<PathBuf>,
 }
 
-/// A file's identity: it is the same file exactly when both are equal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileId {
-    /// `st_dev`.
-    pub dev: u64,
-    /// `st_ino`.
-    pub ino: u64,
-}
+/// A file's identity, as the record names an output file's ([`FileId`]): it is the same file
+/// exactly when both are equal.
+pub use lnk_common::record::FileId;
 
-impl FileId {
-    /// The identity of what `path` leads to (links followed), if anything.
-    pub fn of(path: &std::path::Path) -> Option<FileId> {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).ok().map(|m| FileId {
-            dev: m.dev(),
-            ino: m.ino(),
-        })
-    }
+/// The identity of what `path` leads to (links followed), if anything.
+pub fn id_of(path: &std::path::Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
 }
 
 /// What a connect to a Unix socket found.

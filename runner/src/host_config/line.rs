@@ -51,7 +51,7 @@ const FILES: &str = "{files}";
 
 /// serve's arguments, `serve` first, with the paths absolute and a sandbox after `--`.
 #[derive(Debug)]
-pub struct Line {
+pub struct ServeLine {
     /// `serve`, the flags, `--`, the sandbox.
     pub argv: Vec<OsString>,
     /// Whether the sandbox is the recommended line this made.
@@ -113,7 +113,7 @@ pub fn install_bubblewrap() -> String {
 
 /// serve's command line from the person's `args` (flags as two words, then `--` and the
 /// sandbox, if any).
-pub fn serve_line(args: &[OsString], home: &Path) -> Result<Line, String> {
+pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
     let mut argv = vec![OsString::from("serve")];
     let mut files: Option<OsString> = None;
     let mut words = args.iter();
@@ -163,7 +163,7 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<Line, String> {
     };
     argv.push(OsString::from("--"));
     argv.extend(sandbox);
-    Ok(Line { argv, recommended })
+    Ok(ServeLine { argv, recommended })
 }
 
 #[cfg(test)]

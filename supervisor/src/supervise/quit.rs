@@ -7,12 +7,12 @@ use std::cell::Cell;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use lnk_proc::reaper::signals::Signals;
+use lnk_proc::reaper::signals::BlockedSignals;
 
 /// Whether the supervisor was asked to quit.
 #[derive(Debug)]
 pub struct Quit {
-    signals: Signals,
+    signals: BlockedSignals,
     asked: Cell<bool>,
 }
 
@@ -20,7 +20,7 @@ impl Quit {
     /// Blocks the signals and opens their descriptor.
     pub fn new() -> io::Result<Self> {
         Ok(Self {
-            signals: Signals::new()?,
+            signals: BlockedSignals::new()?,
             asked: Cell::new(false),
         })
     }

@@ -16,7 +16,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use anyhow::{Context, Result, bail};
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
-use lnk_common::stdin::{self, Listener, Mode, Reply, Request, WRITE_MAX};
+use lnk_common::stdin::{self, ChannelReply, ChannelRequest, Listener, Mode, WRITE_MAX};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
 
@@ -147,12 +147,12 @@ impl RunStdin {
     /// program changed it) is not written but sent as `interrupt`, in its place in the text:
     /// the terminal would signal its foreground group, which under a sandbox that starts its
     /// program in a session of its own is the sandbox, not the program.
-    fn take(&mut self, request: &Request, interrupt: &mut dyn FnMut()) -> Reply {
+    fn take(&mut self, request: &ChannelRequest, interrupt: &mut dyn FnMut()) -> ChannelReply {
         if self.writer.is_none() {
             return if self.eof_sent {
-                Reply::Closed
+                ChannelReply::Closed
             } else {
-                Reply::ProgramClosed
+                ChannelReply::ProgramClosed
             };
         }
         let intr = self.writer.as_ref().and_then(interrupt_char);
@@ -163,8 +163,8 @@ impl RunStdin {
                 _ => (part, false),
             };
             match self.write_part(text) {
-                Reply::Taken { taken: n, .. } => taken += n,
-                Reply::Full { taken: n } => return Reply::Full { taken: taken + n },
+                ChannelReply::Taken { taken: n, .. } => taken += n,
+                ChannelReply::Full { taken: n } => return ChannelReply::Full { taken: taken + n },
                 other => return other,
             }
             if typed_intr {
@@ -175,19 +175,19 @@ impl RunStdin {
         if request.eof && !self.eof_sent {
             self.close();
         }
-        Reply::Taken {
+        ChannelReply::Taken {
             taken,
             closed: request.eof,
         }
     }
 
     /// Writes `text`, as much as the program's stdin takes at once.
-    fn write_part(&mut self, text: &[u8]) -> Reply {
+    fn write_part(&mut self, text: &[u8]) -> ChannelReply {
         let Some(writer) = &self.writer else {
             return if self.eof_sent {
-                Reply::Closed
+                ChannelReply::Closed
             } else {
-                Reply::ProgramClosed
+                ChannelReply::ProgramClosed
             };
         };
         let mut taken = 0;
@@ -196,24 +196,24 @@ impl RunStdin {
                 Ok(n) => taken += n,
                 Err(Errno::INTR) => {}
                 Err(Errno::AGAIN) => {
-                    return Reply::Full {
+                    return ChannelReply::Full {
                         taken: taken as u64,
                     };
                 }
                 Err(Errno::PIPE | Errno::IO) => {
                     // EPIPE: nothing reads the pipe; EIO: the terminal's other side is closed.
                     self.writer = None;
-                    return Reply::ProgramClosed;
+                    return ChannelReply::ProgramClosed;
                 }
                 Err(err) => {
                     tracing::warn!("writing to the run's stdin: {}", lnk_common::Causes(&err));
-                    return Reply::Full {
+                    return ChannelReply::Full {
                         taken: taken as u64,
                     };
                 }
             }
         }
-        Reply::Taken {
+        ChannelReply::Taken {
             taken: taken as u64,
             closed: false,
         }

@@ -19,7 +19,7 @@ use lnk_common::status::Exit;
 use lnk_proc::poll::poll_until;
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{Event, RUN_STOP_GRACE};
-use lnk_proc::wake::Listener;
+use lnk_proc::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::quit::Quit;
@@ -50,7 +50,7 @@ pub enum Ending {
 
 /// Where the watch stands with the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum GatePhase {
     /// The run goes on (or its program ended and the gate kills what it left).
     Running,
     /// The gate was asked to stop the run at `since`.
@@ -61,7 +61,7 @@ enum Phase {
 
 /// What the watch saw.
 #[derive(Debug)]
-pub struct Watched {
+pub struct WatchedRun {
     /// Why it ended.
     pub ending: Ending,
     /// The sandbox process's exit, when the gate reported it.
@@ -76,7 +76,7 @@ pub struct Run<'a> {
     pub record: &'a mut Record,
     pub quit: &'a Quit,
     pub gate: &'a mut Gate,
-    pub stop: &'a Listener,
+    pub stop: &'a WakeListener,
     pub output: &'a mut OutputFile,
     pub pipe: Option<File>,
     pub deadline: Instant,
@@ -86,15 +86,15 @@ pub struct Run<'a> {
 impl Run<'_> {
     /// Watches the run until its gate has ended (everything the gate held is dead then), and
     /// copies what the run writes meanwhile; then reads what is left in the pipe.
-    pub fn watch(mut self) -> Result<Watched> {
+    pub fn watch(mut self) -> Result<WatchedRun> {
         let mut pipe = self.pipe.take();
         let mut buf = vec![0u8; READ_CHUNK];
-        let mut seen = Watched {
+        let mut seen = WatchedRun {
             ending: Ending::ByItself,
             exit: None,
             failure: None,
         };
-        let mut phase = Phase::Running;
+        let mut phase = GatePhase::Running;
         // A stop asked before the record named this supervisor (so before it could be
         // signalled) is looked for once.
         let mut stop_maybe = true;
@@ -104,9 +104,9 @@ impl Run<'_> {
             let quit = self.quit.asked();
             phase = self.next_phase(phase, quit, &mut stop_maybe, &mut seen)?;
             let wake_at = match (phase, seen.exit) {
-                (Phase::Running, None) => Some(self.deadline),
-                (Phase::Running, Some(_)) | (Phase::GateKilled, _) => None,
-                (Phase::Stopping { since }, _) => Some(since + RUN_STOP_GRACE + GATE_STUCK),
+                (GatePhase::Running, None) => Some(self.deadline),
+                (GatePhase::Running, Some(_)) | (GatePhase::GateKilled, _) => None,
+                (GatePhase::Stopping { since }, _) => Some(since + RUN_STOP_GRACE + GATE_STUCK),
             };
             // Output dropped for want of room: its counts stored, and room looked for again.
             let wake_at = match (wake_at, self.output.due()) {
@@ -165,14 +165,14 @@ impl Run<'_> {
     /// to the gate once; a gate that does not end in time after it is killed.
     fn next_phase(
         &mut self,
-        phase: Phase,
+        phase: GatePhase,
         quit: bool,
         stop_maybe: &mut bool,
-        seen: &mut Watched,
-    ) -> Result<Phase> {
+        seen: &mut WatchedRun,
+    ) -> Result<GatePhase> {
         let now = Instant::now();
         Ok(match phase {
-            Phase::Running => {
+            GatePhase::Running => {
                 let asked = if quit {
                     Some(Ending::Lost)
                 } else if seen.exit.is_none() && now >= self.deadline {
@@ -192,22 +192,22 @@ impl Run<'_> {
                         }
                         tracing::info!(id = %self.record.id, ?why, "stopping the run");
                         self.gate.stop();
-                        Phase::Stopping { since: now }
+                        GatePhase::Stopping { since: now }
                     }
-                    None => Phase::Running,
+                    None => GatePhase::Running,
                 }
             }
-            Phase::Stopping { since } if now >= since + RUN_STOP_GRACE + GATE_STUCK => {
+            GatePhase::Stopping { since } if now >= since + RUN_STOP_GRACE + GATE_STUCK => {
                 tracing::warn!(id = %self.record.id, "the gate did not end after it was asked to; killing it");
                 self.gate.kill();
-                Phase::GateKilled
+                GatePhase::GateKilled
             }
             other => other,
         })
     }
 
     /// One report of the gate's.
-    fn heard(&mut self, event: Event, seen: &mut Watched) {
+    fn heard(&mut self, event: Event, seen: &mut WatchedRun) {
         let id = &self.record.id;
         match event {
             // Only a spare reaper says it, and a gate is never one.
