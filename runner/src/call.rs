@@ -10,15 +10,15 @@
 //! everything of the call. The thread lives until the reaper is reaped, which the parent-death
 //! signal requires: if `serve` dies, its reapers get SIGTERM and kill their calls.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use lnk_proc::reaper::Event;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
+use crate::call_pipes::Running;
 use crate::capture::HeadTail;
 use crate::reaper::Reaper;
 use crate::spawn;
@@ -40,12 +40,6 @@ const REAPER_STUCK: Duration = Duration::from_secs(10);
 /// started (it does within a millisecond) before it stops the call anyway: a program that
 /// SIGSTOPs its reaper before the report would otherwise hold the call past its timeout.
 const START_REPORT_WAIT: Duration = Duration::from_secs(1);
-/// Bytes read from a pipe at a time.
-const READ_CHUNK: usize = 128 * 1024;
-/// Reads from one pipe per wake-up at most.
-const READS_PER_WAKE: usize = 16;
-/// The pipe size asked for, so that a fast writer needs fewer wake-ups.
-const PIPE_SIZE: usize = 1024 * 1024;
 
 /// What another thread holds to cancel a call in flight.
 #[derive(Debug)]
@@ -204,31 +198,7 @@ fn watch(
     reaper: &mut Reaper,
     in_flight: &crate::spares::RefillHold,
 ) -> io::Result<WatchedCall> {
-    let mut call = Running {
-        stdout: reaper.child.stdout.take(),
-        stderr: reaper.child.stderr.take(),
-        stdin: reaper.child.stdin.take(),
-        input: spec.input,
-        out: HeadTail::new(spec.output),
-        err: HeadTail::new(spec.output),
-        buf: vec![0; READ_CHUNK],
-    };
-    for pipe in [
-        call.stdout.as_ref().map(|p| p.as_fd()),
-        call.stderr.as_ref().map(|p| p.as_fd()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        // A larger pipe only saves wake-ups; the default size works too.
-        let _ = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE);
-        // Non-blocking, so a wake-up reads all that is there before polling again.
-        rustix::io::ioctl_fionbio(pipe, true)?;
-    }
-    if let Some(stdin) = &call.stdin {
-        rustix::io::ioctl_fionbio(stdin, true)?;
-    }
-
+    let mut call = Running::open(spec.input, spec.output, reaper)?;
     // A limit too far away to count is as good as none (it cannot overflow the clock).
     let deadline = start.checked_add(spec.timeout).unwrap_or(start + FAR_AWAY);
     let mut next_progress = start + PROGRESS_EVERY;
@@ -241,68 +211,25 @@ fn watch(
         out: HeadTail::new(0),
         err: HeadTail::new(0),
     };
-    let mut stopped_at: Option<Instant> = None;
-    let mut reaper_killed = false;
-    let mut reaper_ended_at: Option<Instant> = None;
+    let mut phase = CallPhase::Running;
     loop {
         let now = Instant::now();
-        // A timeout waits for the sandbox to have started (a matter of a millisecond), so
-        // that what it reports is the sandbox's own end, killed.
-        let time_up = seen.exited.is_none()
-            && ((seen.started && now >= deadline) || now >= deadline + START_REPORT_WAIT);
-        if stopped_at.is_none() && (control.is_cancelled() || time_up) {
-            seen.timed_out = !control.is_cancelled();
-            stopped_at = Some(now);
-            reaper.stop();
-        }
-        if let Some(at) = stopped_at
-            && reaper_ended_at.is_none()
-            && !reaper_killed
-            && now >= at + REAPER_STUCK
-        {
-            // Once: its end comes through its report pipe, which the poll below waits on.
-            tracing::warn!("a call's reaper did not end after it was asked to; killing it");
-            reaper.kill();
-            reaper_killed = true;
-        }
-        if let Some(ended_at) = reaper_ended_at {
-            // The reaper ended: everything it held is dead. Pipes still open are held by
-            // something that escaped it; they get until a second after the sandbox's exit.
-            let bound = seen
-                .exited
-                .map_or(ended_at, |(_, at)| (at + LEFTOVER_GRACE).max(ended_at));
-            if call.pipes_closed() {
-                break;
-            }
-            if now >= bound {
-                call.drain_available();
-                break;
-            }
-        }
-
-        let mut wake_at = next_progress;
-        if seen.exited.is_none() && stopped_at.is_none() {
-            wake_at = wake_at.min(if seen.started {
-                deadline
-            } else {
-                deadline + START_REPORT_WAIT
-            });
-        }
-        if let Some(at) = stopped_at
-            && reaper_ended_at.is_none()
-            && !reaper_killed
-        {
-            wake_at = wake_at.min(at + REAPER_STUCK);
-        }
-        if let Some(ended_at) = reaper_ended_at {
-            let bound = seen
-                .exited
-                .map_or(ended_at, |(_, at)| (at + LEFTOVER_GRACE).max(ended_at));
-            wake_at = wake_at.min(bound);
-        }
+        let Some(next) = next_phase(phase, now, &mut seen, control, deadline, reaper, &mut call)
+        else {
+            break;
+        };
+        phase = next;
+        let wake_at = next_progress.min(match phase {
+            CallPhase::Running if seen.exited.is_none() && seen.started => deadline,
+            CallPhase::Running if seen.exited.is_none() => deadline + START_REPORT_WAIT,
+            CallPhase::Stopping { since } => since + REAPER_STUCK,
+            CallPhase::Draining { until } => until,
+            CallPhase::Running | CallPhase::ReaperKilled => next_progress,
+        });
         let mut fds = Vec::with_capacity(5);
         let slots = call.poll_fds(&mut fds);
-        let reports_slot = (reaper_ended_at.is_none()).then(|| {
+        let draining = matches!(phase, CallPhase::Draining { .. });
+        let reports_slot = (!draining).then(|| {
             fds.push(PollFd::new(&reaper.reports, PollFlags::IN));
             fds.len() - 1
         });
@@ -322,23 +249,12 @@ fn watch(
             let mut counter = [0u8; 8];
             let _ = rustix::io::read(&control.wake, &mut counter);
         }
-        if reports_ready {
-            for event in reaper.reports.read()? {
-                match event {
-                    // A spare's, read before it was handed the call.
-                    Event::Ready => {}
-                    Event::Started(_) => {
-                        seen.started = true;
-                        in_flight.started();
-                    }
-                    Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
-                    Event::Leftovers => seen.leftovers_killed = true,
-                    Event::ExecFailed(errno) | Event::Failed(errno) => seen.failed = Some(errno),
-                }
-            }
-            if reaper.reports.ended() {
-                reaper_ended_at = Some(Instant::now());
-            }
+        if reports_ready && heard(reaper, &mut seen, in_flight)? {
+            let ended_at = Instant::now();
+            let until = seen
+                .exited
+                .map_or(ended_at, |(_, at)| (at + LEFTOVER_GRACE).max(ended_at));
+            phase = CallPhase::Draining { until };
         }
         let now = Instant::now();
         if let Some(report) = progress.as_deref_mut()
@@ -357,117 +273,86 @@ fn watch(
     Ok(seen)
 }
 
-/// Which entry of the poll set is which pipe.
-#[derive(Debug, Default)]
-struct Slots {
-    stdout: Option<usize>,
-    stderr: Option<usize>,
-    stdin: Option<usize>,
-}
-
-/// The pipes of a running call and what came through them.
-struct Running {
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-    stdin: Option<ChildStdin>,
-    /// What is left to write to stdin; freed as it is written.
-    input: Option<crate::input::Input>,
-    out: HeadTail,
-    err: HeadTail,
-    buf: Vec<u8>,
-}
-
-impl Running {
-    fn pipes_closed(&self) -> bool {
-        self.stdout.is_none() && self.stderr.is_none()
-    }
-
-    fn poll_fds<'a>(&'a self, fds: &mut Vec<PollFd<'a>>) -> Slots {
-        let mut slots = Slots::default();
-        if let Some(pipe) = &self.stdout {
-            fds.push(PollFd::new(pipe, PollFlags::IN));
-            slots.stdout = Some(fds.len() - 1);
-        }
-        if let Some(pipe) = &self.stderr {
-            fds.push(PollFd::new(pipe, PollFlags::IN));
-            slots.stderr = Some(fds.len() - 1);
-        }
-        if let Some(pipe) = &self.stdin {
-            fds.push(PollFd::new(pipe, PollFlags::OUT));
-            slots.stdin = Some(fds.len() - 1);
-        }
-        slots
-    }
-
-    /// Reads what is ready and writes input where there is room.
-    fn service(&mut self, slots: &Slots, ready: &[bool]) {
-        let is_ready = |slot: Option<usize>| slot.is_some_and(|i| ready[i]);
-        if is_ready(slots.stdout) {
-            read_into(&mut self.stdout, &mut self.out, &mut self.buf);
-        }
-        if is_ready(slots.stderr) {
-            read_into(&mut self.stderr, &mut self.err, &mut self.buf);
-        }
-        if is_ready(slots.stdin) {
-            self.feed_input();
-        }
-        if self.input.as_ref().is_none_or(crate::input::Input::is_done) {
-            // All written (or the program stopped reading): close stdin so the program sees
-            // the end, and free what is left.
-            self.stdin = None;
-            self.input = None;
-        }
-    }
-
-    fn feed_input(&mut self) {
-        let (Some(pipe), Some(input)) = (&mut self.stdin, &mut self.input) else {
-            return;
-        };
-        match pipe.write(input.pending()) {
-            Ok(n) => input.advance(n),
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            // The program closed its stdin (EPIPE) or the pipe failed: stop feeding it.
-            Err(_) => self.stdin = None,
-        }
-    }
-
-    /// Reads whatever is already in the pipes, without waiting for more.
-    fn drain_available(&mut self) {
-        for _ in 0..64 {
-            let mut fds = Vec::with_capacity(2);
-            let slots = self.poll_fds(&mut fds);
-            if fds.is_empty() {
-                return;
+/// The call's next phase at `now`: a cancel or the timeout asks the reaper to stop, once; a
+/// reaper that does not end in time after it is killed; once it ended, the pipes are read
+/// until they close or their time is up. `None`: the call is over.
+fn next_phase(
+    phase: CallPhase,
+    now: Instant,
+    seen: &mut WatchedCall,
+    control: &CallControl,
+    deadline: Instant,
+    reaper: &mut Reaper,
+    call: &mut Running,
+) -> Option<CallPhase> {
+    Some(match phase {
+        CallPhase::Running => {
+            // A timeout waits for the sandbox to have started (a matter of a millisecond), so
+            // that what it reports is the sandbox's own end, killed.
+            let time_up = seen.exited.is_none()
+                && ((seen.started && now >= deadline) || now >= deadline + START_REPORT_WAIT);
+            if control.is_cancelled() || time_up {
+                seen.timed_out = !control.is_cancelled();
+                reaper.stop();
+                CallPhase::Stopping { since: now }
+            } else {
+                CallPhase::Running
             }
-            let zero = Timespec::default();
-            if !matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
-                return;
-            }
-            let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
-            drop(fds);
-            self.service(
-                &Slots {
-                    stdin: None,
-                    ..slots
-                },
-                &ready,
-            );
         }
-    }
+        CallPhase::Stopping { since } if now >= since + REAPER_STUCK => {
+            // Once: its end comes through its report pipe, which the poll waits on.
+            tracing::warn!("a call's reaper did not end after it was asked to; killing it");
+            reaper.kill();
+            CallPhase::ReaperKilled
+        }
+        CallPhase::Draining { until } => {
+            // The reaper ended: everything it held is dead. Pipes still open are held by
+            // something that escaped it; they get until a second after the sandbox's exit.
+            if call.pipes_closed() {
+                return None;
+            }
+            if now >= until {
+                call.drain_available();
+                return None;
+            }
+            CallPhase::Draining { until }
+        }
+        other => other,
+    })
 }
 
-/// Reads what the pipe holds, a bounded number of chunks, so one fast stream cannot starve
-/// the other or the deadline.
-fn read_into<P: Read>(pipe: &mut Option<P>, kept: &mut HeadTail, buf: &mut [u8]) {
-    for _ in 0..READS_PER_WAKE {
-        let Some(reader) = pipe else { return };
-        match reader.read(buf) {
-            Ok(0) => *pipe = None,
-            Ok(n) => kept.push(&buf[..n]),
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
-            Err(_) => *pipe = None,
+/// What the reaper reported: into `seen`; whether it has ended (its report pipe closed).
+fn heard(
+    reaper: &mut Reaper,
+    seen: &mut WatchedCall,
+    in_flight: &crate::spares::RefillHold,
+) -> io::Result<bool> {
+    for event in reaper.reports.read()? {
+        match event {
+            // A spare's, read before it was handed the call.
+            Event::Ready => {}
+            Event::Started(_) => {
+                seen.started = true;
+                in_flight.started();
+            }
+            Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
+            Event::Leftovers => seen.leftovers_killed = true,
+            Event::ExecFailed(errno) | Event::Failed(errno) => seen.failed = Some(errno),
         }
     }
+    Ok(reaper.reports.ended())
+}
+
+/// Where a call stands with its reaper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallPhase {
+    /// The call runs (its sandbox may still be starting).
+    Running,
+    /// The call was cancelled or timed out at `since`, and its reaper asked to stop it.
+    Stopping { since: Instant },
+    /// The reaper did not end in time after it was asked to, and was killed.
+    ReaperKilled,
+    /// The reaper ended (everything it held is dead); pipes something else still holds are
+    /// read until `until`: a second after the sandbox's exit.
+    Draining { until: Instant },
 }

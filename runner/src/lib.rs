@@ -14,6 +14,7 @@
 mod answer;
 mod background;
 mod call;
+mod call_pipes;
 mod calls;
 mod capture;
 mod check;
