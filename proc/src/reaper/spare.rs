@@ -44,9 +44,7 @@ use super::signals::BlockedSignals;
 pub const SPARE: &str = "--spare";
 /// A spare's descriptor for its control socket.
 pub const CONTROL_FD: i32 = 4;
-/// The largest spec a spare reads. A call whose spec is larger starts a reaper of its own, as
-/// before spares, so that the kernel's own limit on a command line stays the one that counts.
-pub const MAX_SPEC: usize = 8 << 20;
+pub use super::MAX_SPEC;
 
 /// A new control socket pair: `serve`'s end and the spare's (at descriptor 5 or above, so
 /// that placing it at [`CONTROL_FD`] in the child never clobbers stdio or the report pipe).

@@ -25,8 +25,8 @@ pub const STUB_CHANNEL_FD: i32 = 4;
 pub const READY: u8 = b'r';
 /// The stub could not run the call; an errno follows.
 pub const FAILED: u8 = b'f';
-/// The largest spec a stub reads (the reaper's own limit, [`super::spare::MAX_SPEC`]).
-pub const MAX_STUB_SPEC: usize = super::spare::MAX_SPEC;
+/// The largest spec a stub reads (the reaper's own limit, [`super::MAX_SPEC`]).
+pub const MAX_STUB_SPEC: usize = super::MAX_SPEC;
 
 /// Where a call runs, as the stub finds it inside the sandbox.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
