@@ -22,6 +22,8 @@ every_sandbox!(
     stopped_stubs_neither_stall_a_later_call_nor_run_it_late,
     a_program_cannot_write_into_a_later_calls_pipes_or_channel,
     signals_limits_and_session_are_a_cold_starts,
+    awkward_dirs_and_words_are_answered_as_cold,
+    serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing,
 );
 
 /// How long processes may take to be gone.
@@ -377,5 +379,103 @@ fn under_bubblewrap_a_swapped_folder_never_runs_a_cold_call_in_the_root() {
         }
         let (_, outside) = cold_starts(|| swap_the_folder_under_calls(sandbox));
         assert!(outside.is_empty(), "{sandbox:?}: cold calls ran outside the files folder: {outside:?}");
+    }
+}
+
+/// Awkward `dir`s and words, warm as cold, word for word: `..` in and out of the files
+/// folder, `.`s and slashes, links inside the files folder (to a folder inside, to `/`, to a
+/// folder outside), an absolute path, and NUL bytes in `dir` and in an argument (the spare's spec and the stub's separate their fields with NULs: a NUL that got
+/// through would add words, or options, of the caller's choosing).
+fn awkward_dirs_and_words_are_answered_as_cold(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let files = &setup.files;
+    std::fs::create_dir_all(files.join("sub/deeper")).unwrap();
+    std::os::unix::fs::symlink("sub", files.join("to-sub")).unwrap();
+    std::os::unix::fs::symlink("/", files.join("to-root")).unwrap();
+    let outside = setup.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, files.join("to-outside")).unwrap();
+    let calls = [
+        json!({"program": "pwd", "args": ["-P"], "dir": "sub/.."}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "sub/deeper/../deeper"}),
+        json!({"program": "pwd", "args": ["-P"], "dir": ".."}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "./sub//deeper/"}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "to-sub"}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "to-sub/deeper"}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "to-root"}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "to-outside"}),
+        json!({"program": "pwd", "args": ["-P"], "dir": path_str(files)}),
+        json!({"program": "pwd", "args": ["-P"], "dir": "sub\u{0}--warm-only"}),
+        json!({"program": "echo", "args": ["a\u{0}b"]}),
+        json!({"program": "echo", "args": ["a", "--", "--warm-only"]}),
+    ];
+    let answers = || {
+        let mut serve = setup.serve().start();
+        let answers: Vec<Value> = calls
+            .iter()
+            .map(|call| {
+                let mut result = serve.call(call.clone());
+                if let Some(value) = result.get_mut("structuredContent") {
+                    value["elapsed_ms"] = json!(0);
+                }
+                if let Some(text) = result["content"][0]["text"].as_str() {
+                    let text = text
+                        .split_whitespace()
+                        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    result["content"][0]["text"] = json!(text);
+                }
+                result
+            })
+            .collect();
+        answers
+    };
+    let warm = answers();
+    let cold = cold_starts(answers);
+    for (i, (w, c)) in warm.iter().zip(&cold).enumerate() {
+        assert_eq!(w, c, "call {i}: {:?}", calls.get(i));
+    }
+    for (i, answer) in warm.iter().enumerate() {
+        eprintln!("{i}: {answer}");
+        let out = answer["structuredContent"]["stdout"].as_str().unwrap_or("");
+        assert!(
+            out.is_empty() || out.starts_with(&path_str(files)) || !out.starts_with('/'),
+            "call {i} ran outside the files folder: {answer}"
+        );
+    }
+}
+
+/// serve is SIGKILLed while a call waits on a stub a hostile program stopped (the call's spec
+/// is in the stub's channel): nothing below serve outlives it, and once everything is let go
+/// (SIGCONT) the call's program never runs.
+fn serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("20s").start();
+    let waiting = wait_stubs(serve.pid(), 4);
+    let list = waiting
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
+    stdout_of(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
+    serve.send_call(json!({"program": "sh", "args": ["-c", "touch late"]}), None);
+    std::thread::sleep(Duration::from_millis(500));
+    let below = descendants(serve.pid());
+    // Under a PID namespace of the sandbox's own no stub was stopped, and the call ran.
+    let ran_in_time = setup.files.join("late").exists();
+    serve.kill();
+    for pid in &below {
+        if let Some(pid) = rustix::process::Pid::from_raw(*pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+        }
+    }
+    for pid in below {
+        assert!(wait_dead(pid, GONE), "{pid} ({:?}) outlived serve", argv_of(pid));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    if !ran_in_time {
+        assert!(!setup.files.join("late").exists(), "the call's program ran after serve's end");
     }
 }
