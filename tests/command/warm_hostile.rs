@@ -356,7 +356,12 @@ fn a_working_folder_swapped_under_the_calls_stays_inside_the_files() {
 /// mv held sub; done`; meanwhile calls `{"program":"pwd","args":["-P"],"dir":"sub"}` one after
 /// another: some answer `exited with code 0` with stdout `/`. A program told to work in
 /// `sub` (say, `rm -rf *`) works in the sandbox's root, where the files folder is bound.
-/// See the cold half below for where it comes from.
+/// Cold calls do the same (the cold half below): bubblewrap enters the caller's folder again
+/// by path inside the sandbox (`chdir` of the `getcwd` it was started in, following links)
+/// and, when that fails (the folder renamed away meanwhile), starts the program in `/`
+/// without a word (`cd` into a removed folder, then `env -i bwrap … -- /bin/pwd` prints `/`).
+/// A warm call whose stub refuses the swapped folder (it follows no link) goes cold, and so
+/// meets the same. The sandbox line has no `--chdir`, which would make bubblewrap fail instead.
 #[test]
 #[ignore = "finding: a folder swapped during the call's start makes a call under bwrap run in /"]
 fn under_bubblewrap_a_swapped_folder_never_runs_a_call_in_the_root() {
