@@ -33,3 +33,6 @@ mod tool;
 /// Issue 22: warm sandboxes, started ahead of their calls.
 #[path = "command/warm.rs"]
 mod warm;
+/// Issue 22: a hostile program against the warm sandboxes waiting for later calls.
+#[path = "command/warm_hostile.rs"]
+mod warm_hostile;
