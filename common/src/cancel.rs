@@ -11,14 +11,13 @@
 
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 use rustix::io::Errno;
 
 use crate::error::{Error, Op};
 use crate::id::RunId;
 use crate::layout::StateDir;
 use crate::stop;
-use crate::trust;
 
 /// What `<id>.stop` holds when the run's task was cancelled by its client.
 pub const CANCELLED_BY_TASK: &[u8] = b"tasks/cancel\n";
@@ -41,19 +40,9 @@ pub fn request_cancel(state: &StateDir, id: &RunId) -> Result<(), Error> {
 /// the user's that holds [`CANCELLED_BY_TASK`].
 pub fn cancelled_by_task(state: &StateDir, id: &RunId) -> Result<bool, Error> {
     let path = state.stop(id);
-    let fd = match rustix::fs::open(
-        &path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT | Errno::LOOP | Errno::NXIO | Errno::OPNOTSUPP) => return Ok(false),
-        Err(e) => return Err(Error::io(Op::Open, &path, e)),
-    };
-    let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, &path, e))?;
-    if trust::check_owned_regular(&stat, &path).is_err() {
+    let Some(fd) = stop::open_request(&path, OFlags::RDONLY)? else {
         return Ok(false);
-    }
+    };
     let mut buf = [0u8; 32];
     let mut got = 0;
     while got < buf.len() {
@@ -70,24 +59,9 @@ pub fn cancelled_by_task(state: &StateDir, id: &RunId) -> Result<bool, Error> {
 /// Writes [`CANCELLED_BY_TASK`] at the start of `path`, creating it; `false` when what is
 /// there is not a regular file of the user's (nothing is written then).
 fn mark(path: &Path) -> Result<bool, Error> {
-    let fd = match rustix::fs::open(
-        path,
-        OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::NOFOLLOW
-            | OFlags::NONBLOCK
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY,
-        Mode::from_raw_mode(0o600),
-    ) {
-        Ok(fd) => fd,
-        Err(Errno::LOOP | Errno::ISDIR | Errno::NXIO | Errno::OPNOTSUPP) => return Ok(false),
-        Err(e) => return Err(Error::io(Op::Create, path, e)),
-    };
-    let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
-    if trust::check_owned_regular(&stat, path).is_err() {
+    let Some(fd) = stop::open_request(path, OFlags::WRONLY | OFlags::CREATE)? else {
         return Ok(false);
-    }
+    };
     let mut written = 0;
     while written < CANCELLED_BY_TASK.len() {
         match rustix::io::pwrite(&fd, &CANCELLED_BY_TASK[written..], written as u64) {

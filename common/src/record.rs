@@ -405,6 +405,13 @@ impl FileId {
         Ok(Self::from_stat(&stat))
     }
 
+    /// The identity of what `path` leads to (links followed), if anything is there.
+    pub fn of_path(path: &Path) -> Option<Self> {
+        rustix::fs::stat(path)
+            .ok()
+            .map(|stat| Self::from_stat(&stat))
+    }
+
     /// The identity in a `stat` result.
     // st_dev and st_ino are u64 on some targets and narrower on others.
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]

@@ -8,6 +8,9 @@
 //! contract; a supervisor not woken sees the request when it next looks (at its start, at its
 //! next wake-up). A request that holds `tasks/cancel\n` was its task's client's ([`crate::cancel`]).
 
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
@@ -21,37 +24,36 @@ use crate::trust;
 /// (it is damaged, and means nothing). The caller then wakes the run's supervisor.
 pub fn request(state: &StateDir, id: &RunId) -> Result<(), Error> {
     let path = state.stop(id);
-    let create = || {
-        rustix::fs::open(
-            &path,
-            OFlags::WRONLY
-                | OFlags::CREATE
-                | OFlags::NOFOLLOW
-                | OFlags::NONBLOCK
-                | OFlags::CLOEXEC
-                | OFlags::NOCTTY,
-            Mode::from_raw_mode(0o600),
-        )
-    };
-    let fd = match create() {
-        Ok(fd) => Some(fd),
-        // A link (ELOOP), a folder, a FIFO or socket without a reader: not a request.
-        Err(Errno::LOOP | Errno::ISDIR | Errno::NXIO | Errno::OPNOTSUPP) => None,
-        Err(e) => return Err(Error::io(Op::Create, &path, e)),
-    };
-    let trusted = match &fd {
-        Some(fd) => {
-            let stat = rustix::fs::fstat(fd).map_err(|e| Error::io(Op::Stat, &path, e))?;
-            trust::check_owned_regular(&stat, &path).is_ok()
-        }
-        None => false,
-    };
-    drop(fd);
-    if !trusted {
+    if open_request(&path, OFlags::WRONLY | OFlags::CREATE)?.is_none() {
         remove_damaged(&path)?;
-        create().map_err(|e| Error::io(Op::Create, &path, e))?;
+        open_request(&path, OFlags::WRONLY | OFlags::CREATE)?;
     }
     Ok(())
+}
+
+/// Opens a stop request, `<id>.stop` at `path`, with `flags` (with `CREATE`: made 0600 when
+/// missing), never through a link and without blocking. `None` when what is there is no
+/// request: a link, a folder, a FIFO or socket, anything but a regular file of the user's, or,
+/// opened without `CREATE`, nothing.
+pub(crate) fn open_request(path: &Path, flags: OFlags) -> Result<Option<OwnedFd>, Error> {
+    let creating = flags.contains(OFlags::CREATE);
+    let fd = match rustix::fs::open(
+        path,
+        flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::from_raw_mode(0o600),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::LOOP | Errno::ISDIR | Errno::NXIO | Errno::OPNOTSUPP) => return Ok(None),
+        Err(Errno::NOENT) if !creating => return Ok(None),
+        Err(e) => {
+            let op = if creating { Op::Create } else { Op::Open };
+            return Err(Error::io(op, path, e));
+        }
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| Error::io(Op::Stat, path, e))?;
+    Ok(trust::check_owned_regular(&stat, path)
+        .is_ok()
+        .then_some(fd))
 }
 
 /// Whether run `id` is asked to stop: `<id>.stop` exists as a regular file of the user's

@@ -33,6 +33,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{io, thread};
 
+use lnk_common::record::FileId;
 use lnk_proc::reaper::warm::{Place, WARM};
 use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -99,8 +100,7 @@ pub struct Spare {
 
 /// The device and inode of the folder at `path`.
 pub fn folder_id(path: &Path) -> Option<(u64, u64)> {
-    let stat = rustix::fs::stat(path).ok()?;
-    Some((stat.st_dev, stat.st_ino))
+    FileId::of_path(path).map(|id| (id.dev, id.ino))
 }
 
 /// Starts the `spares` thread and waits (briefly) until it has spawned the first spare, so that

@@ -6,17 +6,17 @@
 //! the spares started is never used by them; serve SIGKILLed with spares waiting leaves
 //! nothing; a stub killed from outside is replaced and the next call works; and a program the
 //! sandbox cannot execute is answered as a cold start answers it.
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use lnk_tests::bins::link_run;
-use lnk_tests::containment::{argv_of, children_of};
 use lnk_tests::procs::wait_dead;
 use lnk_tests::results::ran;
 use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
-use lnk_tests::serve::{ANSWER, cold_starts};
+use lnk_tests::serve::cold_starts;
 use lnk_tests::setup::Setup;
+use lnk_tests::stubs::{GONE, assert_all_die, descendants, file_id, stdout_of, stubs, wait_stubs};
 
 both_sandboxes!(
     a_call_runs_in_a_sandbox_started_ahead,
@@ -26,72 +26,6 @@ both_sandboxes!(
     serve_killed_with_spares_waiting_leaves_nothing,
     a_stub_killed_from_outside_is_replaced,
 );
-
-/// How long processes may take to be gone.
-const GONE: Duration = Duration::from_secs(10);
-
-/// Every process below `pid`, in no order.
-fn descendants(pid: i32) -> Vec<i32> {
-    let mut found = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(parent) = todo.pop() {
-        for child in children_of(parent) {
-            found.push(child);
-            todo.push(child);
-        }
-    }
-    found
-}
-
-/// The device and inode of a file, as `stat -L -c %d:%i` prints them.
-fn file_id(path: &std::path::Path) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).unwrap();
-    format!("{}:{}", meta.dev(), meta.ino())
-}
-
-/// The stubs below `serve`, waiting: processes running `lnk-link-run` whose last argument is
-/// `warm-stub` (bubblewrap's own processes run bwrap, with the same words).
-fn stubs(serve: i32) -> Vec<i32> {
-    let runner = file_id(&link_run());
-    let mut stubs: Vec<i32> = descendants(serve)
-        .into_iter()
-        .filter(|pid| argv_of(*pid).last().is_some_and(|arg| arg == "warm-stub"))
-        .filter(|pid| {
-            let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
-            std::fs::metadata(&exe).is_ok() && file_id(&exe) == runner
-        })
-        .collect();
-    stubs.sort_unstable();
-    stubs
-}
-
-/// Waits until serve has `count` stubs waiting, none of them in `not`.
-fn wait_stubs(serve: i32, count: usize, not: &[i32]) -> Vec<i32> {
-    let deadline = Instant::now() + ANSWER;
-    loop {
-        let found: Vec<i32> = stubs(serve)
-            .into_iter()
-            .filter(|pid| !not.contains(pid))
-            .collect();
-        if found.len() >= count {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve has {} stubs waiting, not {count}",
-            found.len()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// A call's stdout, checking that it ran to exit 0.
-fn stdout_of(result: &Value) -> String {
-    let value = ran(result);
-    assert_eq!(value["exit_code"], 0, "{result}");
-    value["stdout"].as_str().unwrap().to_owned()
-}
 
 /// The program is the stub's process: under the pass-through prefix (no PID namespace) the
 /// pid a call's shell sees is one of the stubs that waited before it; with cold starts, none.
@@ -212,13 +146,7 @@ fn serve_killed_with_spares_waiting_leaves_nothing(sandbox: Sandbox) {
     let below = descendants(serve.pid());
     assert!(below.len() >= 8, "spares and their sandboxes: {below:?}");
     serve.kill();
-    for pid in below {
-        assert!(
-            wait_dead(pid, GONE),
-            "{pid} ({:?}) outlived serve",
-            argv_of(pid)
-        );
-    }
+    assert_all_die(below);
 }
 
 /// Every stub waiting is SIGKILLed from outside: each is replaced (by its spare), and the

@@ -10,13 +10,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use lnk_tests::bins::link_run;
-use lnk_tests::containment::{argv_of, children_of, every_sandbox};
-use lnk_tests::procs::wait_dead;
+use lnk_tests::containment::{argv_of, every_sandbox};
 use lnk_tests::results::ran;
 use lnk_tests::sandbox::{Sandbox, path_str};
 use lnk_tests::serve::{ANSWER, cold_starts};
 use lnk_tests::setup::Setup;
+use lnk_tests::stubs::{assert_all_die, descendants, pid_words, stdout_of, stubs, wait_stubs};
 
 every_sandbox!(
     stopped_stubs_neither_stall_a_later_call_nor_run_it_late,
@@ -25,64 +24,6 @@ every_sandbox!(
     awkward_dirs_and_words_are_answered_as_cold,
     serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing,
 );
-
-/// How long processes may take to be gone.
-const GONE: Duration = Duration::from_secs(10);
-
-/// Every process below `pid`, in no order.
-fn descendants(pid: i32) -> Vec<i32> {
-    let mut found = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(parent) = todo.pop() {
-        for child in children_of(parent) {
-            found.push(child);
-            todo.push(child);
-        }
-    }
-    found
-}
-
-fn file_id(path: &std::path::Path) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).unwrap();
-    format!("{}:{}", meta.dev(), meta.ino())
-}
-
-/// The stubs waiting below `serve` (as in `warm.rs`).
-fn stubs(serve: i32) -> Vec<i32> {
-    let runner = file_id(&link_run());
-    let mut stubs: Vec<i32> = descendants(serve)
-        .into_iter()
-        .filter(|pid| argv_of(*pid).last().is_some_and(|arg| arg == "warm-stub"))
-        .filter(|pid| {
-            let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
-            std::fs::metadata(&exe).is_ok() && file_id(&exe) == runner
-        })
-        .collect();
-    stubs.sort_unstable();
-    stubs
-}
-
-fn wait_stubs(serve: i32, count: usize) -> Vec<i32> {
-    let deadline = Instant::now() + ANSWER;
-    loop {
-        let found = stubs(serve);
-        if found.len() >= count {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve has {found:?} stubs waiting"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn stdout_of(result: &Value) -> String {
-    let value = ran(result);
-    assert_eq!(value["exit_code"], 0, "{result}");
-    value["stdout"].as_str().unwrap().to_owned()
-}
 
 /// Whether `pid` is stopped (state `T`).
 fn stopped(pid: i32) -> bool {
@@ -125,15 +66,11 @@ fn stop_the_waiting_then_call(sandbox: Sandbox, cold: bool) -> AfterStop {
     if cold {
         std::thread::sleep(Duration::from_millis(300));
     } else {
-        wait_stubs(serve.pid(), 4);
+        wait_stubs(serve.pid(), 4, &[]);
     }
     let waiting = waiting_for_later_calls(serve.pid());
     assert!(waiting.len() >= 4, "{waiting:?}");
-    let list = waiting
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let list = pid_words(&waiting);
     let script = format!(
         "for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null && echo stopped $p; done; true"
     );
@@ -170,13 +107,7 @@ fn stop_the_waiting_then_call(sandbox: Sandbox, cold: bool) -> AfterStop {
     std::thread::sleep(Duration::from_millis(1500));
     let ran_late = late.exists();
     serve.kill();
-    for pid in below {
-        assert!(
-            wait_dead(pid, GONE),
-            "{pid} ({:?}) outlived serve",
-            argv_of(pid)
-        );
-    }
+    assert_all_die(below);
     AfterStop { rounds, ran_late }
 }
 
@@ -230,13 +161,9 @@ fn under_the_recommended_line_no_stub_can_be_stopped() {
 fn a_program_cannot_write_into_a_later_calls_pipes_or_channel(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
     let mut serve = setup.serve().start();
-    wait_stubs(serve.pid(), 4);
+    wait_stubs(serve.pid(), 4, &[]);
     let below = descendants(serve.pid());
-    let list = below
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let list = pid_words(&below);
     let script = format!(
         "for p in {list}; do [ $p = $$ ] && continue; for f in 0 1 2 4; do \
            (printf 'INJECTED\\n' >/proc/$p/fd/$f) 2>/dev/null && echo wrote $p $f; \
@@ -428,12 +355,8 @@ fn awkward_dirs_and_words_are_answered_as_cold(sandbox: Sandbox) {
 fn serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
     let mut serve = setup.serve().timeout("20s").start();
-    let waiting = wait_stubs(serve.pid(), 4);
-    let list = waiting
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let waiting = wait_stubs(serve.pid(), 4, &[]);
+    let list = pid_words(&waiting);
     let script =
         format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
     stdout_of(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
@@ -446,13 +369,7 @@ fn serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing(sandbox: Sandb
     // A stopped process dies of SIGKILL as it is: the reapers' kill reaches the stopped stubs
     // without a SIGCONT (one sent now could let a stub run its call before its reaper's kill,
     // which is a race of the test's making, not a call outliving serve).
-    for pid in below {
-        assert!(
-            wait_dead(pid, GONE),
-            "{pid} ({:?}) outlived serve",
-            argv_of(pid)
-        );
-    }
+    assert_all_die(below);
     std::thread::sleep(Duration::from_millis(500));
     if !ran_in_time {
         assert!(

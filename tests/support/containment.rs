@@ -153,26 +153,9 @@ macro_rules! every_sandbox {
     ($($name:ident),+ $(,)?) => {
         $(
             mod $name {
-                use $crate::sandbox::Sandbox;
-
-                #[test]
-                fn passthrough() {
-                    super::$name(Sandbox::Passthrough);
-                }
-
-                #[test]
-                fn bwrap_shared_pid() {
-                    if Sandbox::BwrapSharedPid.usable() {
-                        super::$name(Sandbox::BwrapSharedPid);
-                    }
-                }
-
-                #[test]
-                fn bwrap() {
-                    if Sandbox::Bwrap.usable() {
-                        super::$name(Sandbox::Bwrap);
-                    }
-                }
+                $crate::sandbox_test!(passthrough, $name, Passthrough, warm);
+                $crate::sandbox_test!(bwrap_shared_pid, $name, BwrapSharedPid, warm);
+                $crate::sandbox_test!(bwrap, $name, Bwrap, warm);
             }
         )+
     };
@@ -186,45 +169,12 @@ macro_rules! every_sandbox_warm_and_cold {
     ($($name:ident),+ $(,)?) => {
         $(
             mod $name {
-                use $crate::sandbox::Sandbox;
-
-                #[test]
-                fn passthrough() {
-                    super::$name(Sandbox::Passthrough);
-                }
-
-                #[test]
-                fn bwrap_shared_pid() {
-                    if Sandbox::BwrapSharedPid.usable() {
-                        super::$name(Sandbox::BwrapSharedPid);
-                    }
-                }
-
-                #[test]
-                fn bwrap() {
-                    if Sandbox::Bwrap.usable() {
-                        super::$name(Sandbox::Bwrap);
-                    }
-                }
-
-                #[test]
-                fn passthrough_cold() {
-                    $crate::serve::cold_starts(|| super::$name(Sandbox::Passthrough));
-                }
-
-                #[test]
-                fn bwrap_shared_pid_cold() {
-                    if Sandbox::BwrapSharedPid.usable() {
-                        $crate::serve::cold_starts(|| super::$name(Sandbox::BwrapSharedPid));
-                    }
-                }
-
-                #[test]
-                fn bwrap_cold() {
-                    if Sandbox::Bwrap.usable() {
-                        $crate::serve::cold_starts(|| super::$name(Sandbox::Bwrap));
-                    }
-                }
+                $crate::sandbox_test!(passthrough, $name, Passthrough, warm);
+                $crate::sandbox_test!(bwrap_shared_pid, $name, BwrapSharedPid, warm);
+                $crate::sandbox_test!(bwrap, $name, Bwrap, warm);
+                $crate::sandbox_test!(passthrough_cold, $name, Passthrough, cold);
+                $crate::sandbox_test!(bwrap_shared_pid_cold, $name, BwrapSharedPid, cold);
+                $crate::sandbox_test!(bwrap_cold, $name, Bwrap, cold);
             }
         )+
     };

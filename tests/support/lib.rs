@@ -14,4 +14,5 @@ pub mod sandbox;
 pub mod serve;
 pub mod setup;
 pub mod skip;
+pub mod stubs;
 pub mod tools;

@@ -132,6 +132,31 @@ pub fn path_str(path: &Path) -> String {
         .to_owned()
 }
 
+/// One test, `$test`, of the body `super::$body` under one sandbox, with warm calls (the
+/// default) or cold ones (`LNK_COLD_START=1`, [`crate::serve::cold_starts`]): the one piece the
+/// macros that run a body under several sandboxes are made of. A bubblewrap sandbox that cannot
+/// run here is skipped, or fails, as [`Sandbox::usable`] says.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! sandbox_test {
+    ($test:ident, $body:ident, $sandbox:ident, warm) => {
+        #[test]
+        fn $test() {
+            if $crate::sandbox::Sandbox::$sandbox.usable() {
+                super::$body($crate::sandbox::Sandbox::$sandbox);
+            }
+        }
+    };
+    ($test:ident, $body:ident, $sandbox:ident, cold) => {
+        #[test]
+        fn $test() {
+            if $crate::sandbox::Sandbox::$sandbox.usable() {
+                $crate::serve::cold_starts(|| super::$body($crate::sandbox::Sandbox::$sandbox));
+            }
+        }
+    };
+}
+
 /// Makes, for each named test body `fn name(sandbox: Sandbox)`, a module `name` with two tests,
 /// `name::passthrough` and `name::bwrap`.
 #[macro_export]
@@ -139,58 +164,25 @@ macro_rules! both_sandboxes {
     ($($name:ident),+ $(,)?) => {
         $(
             mod $name {
-                use $crate::sandbox::Sandbox;
-
-                #[test]
-                fn passthrough() {
-                    super::$name(Sandbox::Passthrough);
-                }
-
-                #[test]
-                fn bwrap() {
-                    if Sandbox::Bwrap.usable() {
-                        super::$name(Sandbox::Bwrap);
-                    }
-                }
+                $crate::sandbox_test!(passthrough, $name, Passthrough, warm);
+                $crate::sandbox_test!(bwrap, $name, Bwrap, warm);
             }
         )+
     };
 }
 pub use crate::both_sandboxes;
 
-/// As [`both_sandboxes`], and each twice: with warm calls (the default) and with cold ones
-/// (`LNK_COLD_START=1`, [`crate::serve::cold_starts`]): `name::passthrough`, `name::bwrap`,
-/// `name::passthrough_cold` and `name::bwrap_cold`.
+/// As [`both_sandboxes`], and each twice: with warm calls (the default) and with cold ones:
+/// `name::passthrough`, `name::bwrap`, `name::passthrough_cold` and `name::bwrap_cold`.
 #[macro_export]
 macro_rules! both_sandboxes_warm_and_cold {
     ($($name:ident),+ $(,)?) => {
         $(
             mod $name {
-                use $crate::sandbox::Sandbox;
-
-                #[test]
-                fn passthrough() {
-                    super::$name(Sandbox::Passthrough);
-                }
-
-                #[test]
-                fn bwrap() {
-                    if Sandbox::Bwrap.usable() {
-                        super::$name(Sandbox::Bwrap);
-                    }
-                }
-
-                #[test]
-                fn passthrough_cold() {
-                    $crate::serve::cold_starts(|| super::$name(Sandbox::Passthrough));
-                }
-
-                #[test]
-                fn bwrap_cold() {
-                    if Sandbox::Bwrap.usable() {
-                        $crate::serve::cold_starts(|| super::$name(Sandbox::Bwrap));
-                    }
-                }
+                $crate::sandbox_test!(passthrough, $name, Passthrough, warm);
+                $crate::sandbox_test!(bwrap, $name, Bwrap, warm);
+                $crate::sandbox_test!(passthrough_cold, $name, Passthrough, cold);
+                $crate::sandbox_test!(bwrap_cold, $name, Bwrap, cold);
             }
         )+
     };

@@ -12,8 +12,9 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
@@ -65,26 +66,13 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     let started = Instant::now();
     let mut child = command.spawn()?;
     let group = Pid::from_child(&child);
-    let request = serde_json::to_vec(request).map_err(std::io::Error::other)?;
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let (done_tx, done_rx) = mpsc::channel();
-    let readers = std::thread::Builder::new()
-        .name("sandbox probe".into())
-        .spawn(move || {
-            // The request is small (well under a pipe's buffer), so this never waits on a probe
-            // that reads nothing.
-            if let Some(mut stdin) = stdin {
-                let _ = stdin.write_all(&request);
-            }
-            let err_reader = stderr.map(|pipe| std::thread::spawn(move || read_all(pipe)));
-            let out = stdout.map(read_all).unwrap_or_default();
-            let err = err_reader
-                .and_then(|reader| reader.join().ok())
-                .unwrap_or_default();
-            let _ = done_tx.send((out, err));
-        })?;
+    let (readers, done_rx) = exchange(
+        "sandbox probe",
+        request,
+        child.stdin.take(),
+        child.stdout.take(),
+        child.stderr.take(),
+    )?;
     let outputs = done_rx.recv_timeout(PROBE_DEADLINE).ok();
     // The probe never leaves anything running; whatever its sandbox left in the group goes
     // now, before the leader is reaped (its zombie keeps the group's id from being reused).
@@ -105,23 +93,61 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         }
     };
     let _ = readers.join();
-    let answer = String::from_utf8_lossy(&out)
-        .lines()
-        .find_map(|line| line.strip_prefix(ANSWER_PREFIX).map(str::to_owned))
-        .and_then(|json| serde_json::from_str(&json).ok());
-    let stderr = String::from_utf8_lossy(&err)
-        .lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
+    let (answer, stderr) = read_answer(&out, &err);
     Ok(Ran {
         answer,
         status: Some(status),
         stderr,
         elapsed,
     })
+}
+
+/// The probe's stdout and stderr, as read.
+pub(super) type Outputs = (Vec<u8>, Vec<u8>);
+
+/// Serves the probe's pipes on a thread of their own: `request` written to its stdin (small,
+/// well under a pipe's buffer, so this never waits on a probe that reads nothing), its stdout
+/// and stderr read to their end, at most [`MAX_OUTPUT`] of each. Both outputs come through the
+/// receiver once the probe has closed them.
+pub(super) fn exchange(
+    name: &str,
+    request: &Request,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+) -> std::io::Result<(JoinHandle<()>, mpsc::Receiver<Outputs>)> {
+    let request = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+    let (done_tx, done_rx) = mpsc::channel();
+    let readers = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(&request);
+            }
+            let err_reader = stderr.map(|pipe| std::thread::spawn(move || read_all(pipe)));
+            let out = stdout.map(read_all).unwrap_or_default();
+            let err = err_reader
+                .and_then(|reader| reader.join().ok())
+                .unwrap_or_default();
+            let _ = done_tx.send((out, err));
+        })?;
+    Ok((readers, done_rx))
+}
+
+/// The probe's answer in its stdout, if it gave one, and the last line of its stderr.
+pub(super) fn read_answer(out: &[u8], err: &[u8]) -> (Option<Answer>, String) {
+    let answer = String::from_utf8_lossy(out)
+        .lines()
+        .find_map(|line| line.strip_prefix(ANSWER_PREFIX).map(str::to_owned))
+        .and_then(|json| serde_json::from_str(&json).ok());
+    let stderr = String::from_utf8_lossy(err)
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    (answer, stderr)
 }
 
 fn read_all(pipe: impl Read) -> Vec<u8> {

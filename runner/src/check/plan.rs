@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::wire::{FileId, Request, id_of};
+use super::wire::{FileId, Request};
 use crate::config::Config;
 
 /// The name of the variable that holds serve's marker.
@@ -104,8 +104,8 @@ impl Plan {
                 plan.no_writes("the keyring folder", keyring);
                 let socket = &way_in.socket;
                 plan.request.connect.push(socket.clone());
-                plan.way_in = Some((socket.clone(), id_of(socket)));
-                if id_of(socket).is_none()
+                plan.way_in = Some((socket.clone(), FileId::of_path(socket)));
+                if FileId::of_path(socket).is_none()
                     && let Some(parent) = socket.parent()
                 {
                     plan.hide("the way in's folder", parent);
@@ -175,7 +175,7 @@ impl Plan {
 /// `path` if it exists, else its nearest existing parent, with its identity.
 fn nearest_existing(path: &Path) -> Option<(PathBuf, FileId)> {
     path.ancestors()
-        .find_map(|p| id_of(p).map(|id| (p.to_path_buf(), id)))
+        .find_map(|p| FileId::of_path(p).map(|id| (p.to_path_buf(), id)))
 }
 
 /// A record of the state folder, if it keeps any (the first `*.json` found).

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
-use super::wire::{ANSWER_PREFIX, Answer, Reach, Request, id_of};
+use super::wire::{ANSWER_PREFIX, Answer, FileId, Reach, Request};
 
 /// The largest request read from stdin.
 const MAX_REQUEST: u64 = 1 << 20;
@@ -99,7 +99,7 @@ pub fn probe(request: &Request) -> Answer {
         marker_found_in,
         environments_read,
         serve_environ_read: reads_serves_environ(request.serve_pid, request.serve_start),
-        stat: request.stat.iter().map(|p| id_of(p)).collect(),
+        stat: request.stat.iter().map(|p| FileId::of_path(p)).collect(),
         read: request.read.iter().map(|p| reads_a_byte(p)).collect(),
         connect: request.connect.iter().map(|p| connect(p)).collect(),
         write: request

@@ -45,15 +45,6 @@ pub struct Request {
 /// exactly when both are equal.
 pub use lnk_common::record::FileId;
 
-/// The identity of what `path` leads to (links followed), if anything.
-pub fn id_of(path: &std::path::Path) -> Option<FileId> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| FileId {
-        dev: m.dev(),
-        ino: m.ino(),
-    })
-}
-
 /// What a connect to a Unix socket found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reach {
