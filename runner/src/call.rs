@@ -95,6 +95,30 @@ pub struct CallOutcome {
     pub stderr: HeadTail,
 }
 
+/// Why a call that was handed to a sandbox started ahead of it did not run: its answer says
+/// so, since a cold start could do no better.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+pub enum NotRun {
+    /// The sandbox's stub refused the working folder on its way in: it changed (a link, not a
+    /// folder, or gone) after the call arrived and was checked.
+    #[error("changed while the call started ({})", io::Error::from_raw_os_error(*.0))]
+    FolderChanged(i32),
+    /// The sandbox's stub did not take the call in time, and was killed.
+    #[error(
+        "the sandbox started ahead of the call did not take it within {:?} (a program stopped \
+         it, or the machine is starved); it was killed",
+        lnk_proc::reaper::warm::HAND_OFF_LIMIT
+    )]
+    StubStuck,
+}
+
+impl NotRun {
+    /// The reason inside an error [`run`] returned, when it is one.
+    pub fn of(err: &io::Error) -> Option<NotRun> {
+        err.get_ref()?.downcast_ref::<NotRun>().copied()
+    }
+}
+
 /// How a call ended.
 #[derive(Debug)]
 pub enum Ended {
@@ -168,6 +192,8 @@ struct WatchedCall {
     leftovers_killed: bool,
     /// The errno of a sandbox that could not be executed, or of a reaper that could not set up.
     failed: Option<i32>,
+    /// Why a warm sandbox did not run the call.
+    not_run: Option<NotRun>,
     started: bool,
     out: HeadTail,
     err: HeadTail,
@@ -176,6 +202,9 @@ struct WatchedCall {
 impl WatchedCall {
     /// The error for a call whose sandbox never reported an end.
     fn no_exit(&self) -> io::Error {
+        if let Some(not_run) = self.not_run {
+            return io::Error::other(not_run);
+        }
         match self.failed {
             Some(errno) => io::Error::from_raw_os_error(errno),
             None if self.started => io::Error::other(
@@ -207,6 +236,7 @@ fn watch(
         timed_out: false,
         leftovers_killed: false,
         failed: None,
+        not_run: None,
         started: false,
         out: HeadTail::new(0),
         err: HeadTail::new(0),
@@ -338,6 +368,8 @@ fn heard(
             Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
             Event::Leftovers => seen.leftovers_killed = true,
             Event::ExecFailed(errno) | Event::Failed(errno) => seen.failed = Some(errno),
+            Event::FolderRefused(errno) => seen.not_run = Some(NotRun::FolderChanged(errno)),
+            Event::StubStuck => seen.not_run = Some(NotRun::StubStuck),
         }
     }
     Ok(reaper.reports.ended())

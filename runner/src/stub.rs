@@ -6,8 +6,9 @@
 //! executable the reaper hands it at fd 3 (as the sandbox check's probe is), with its channel
 //! to the reaper at fd 4. It closes fd 3 and every descriptor above 4 first, makes fd 4
 //! close-on-exec, makes itself not dumpable (no other process of the user may trace it or
-//! open its descriptors while it waits), says it is ready, and sleeps in a read until the
-//! call comes. Then it:
+//! open its descriptors while it waits), has itself killed at its parent's death (SIGKILL,
+//! which ends even a stopped stub), says it is ready, and sleeps in a read until the call
+//! comes. Then it:
 //!
 //! 1. opens the files folder by its path, as the sandbox shows it, and refuses it unless it is
 //!    the very folder (device and inode) the call arrived for: a folder replaced since the
@@ -18,13 +19,16 @@
 //! 3. puts `/dev/null` on stdin for a call without input;
 //! 4. sets every signal to its default with none blocked (this binary's runtime ignores
 //!    SIGPIPE, and an ignored signal would stay ignored across the exec);
-//! 5. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
+//! 5. gives back the parent-death signal the sandbox gave it;
+//! 6. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
 //!    set it, the call's folder, as a cold start's sandbox sets it): fd 4 closes at the exec,
 //!    so the program has descriptors 0, 1 and 2 only, and nothing of the stub's executable.
 //!
 //! Any failure is written back ([`FAILED`] and the errno) before the stub exits having run
-//! nothing, and the reaper starts the call cold instead. The channel's end before a call (the
-//! spare was thrown away) ends the stub at once.
+//! nothing, and the reaper starts the call cold instead; but a working folder it refuses on its
+//! way in ([`FOLDER_REFUSED`]: the folder changed after the call arrived) is the call's answer,
+//! since a cold start would enter it by path again. The channel's end before a call (the spare
+//! was thrown away) ends the stub at once.
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -34,7 +38,7 @@ use std::path::Component;
 use std::process::ExitCode;
 
 use lnk_proc::reaper::warm_wire::{
-    FAILED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
+    FAILED, FOLDER_REFUSED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
 };
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
@@ -46,6 +50,17 @@ pub fn main() -> ExitCode {
     let Some(channel) = set_up() else {
         return ExitCode::from(2);
     };
+    // Dead with its parent while it waits, stopped or not: without a PID namespace a program
+    // of an earlier call can stop a waiting stub, and a stopped one would outlive the channel's
+    // end. The program gets the sandbox's own setting back (none, or bubblewrap's SIGKILL with
+    // `--die-with-parent`), as a cold start's program has it.
+    let Ok(inherited) = rustix::process::parent_process_death_signal() else {
+        return ExitCode::from(2);
+    };
+    let killed = Some(rustix::process::Signal::KILL);
+    if rustix::process::set_parent_process_death_signal(killed).is_err() {
+        return ExitCode::from(2);
+    }
     if write_all(&channel, &[READY]).is_err() {
         return ExitCode::from(2);
     }
@@ -54,9 +69,12 @@ pub fn main() -> ExitCode {
         // Thrown away before its call: nothing runs.
         Ok(None) | Err(_) => return ExitCode::SUCCESS,
     };
-    let err = run(&spec);
+    let (kind, err) = match run(&spec, inherited) {
+        NotRun::Folder(err) => (FOLDER_REFUSED, err),
+        NotRun::Other(err) => (FAILED, err),
+    };
     let errno = err.raw_os_error().unwrap_or(Errno::INVAL.raw_os_error());
-    let mut said = vec![FAILED];
+    let mut said = vec![kind];
     said.extend_from_slice(&errno.to_ne_bytes());
     let _ = write_all(&channel, &said);
     ExitCode::from(127)
@@ -117,27 +135,46 @@ fn read_spec(channel: &OwnedFd) -> io::Result<Option<StubSpec>> {
     Ok(StubSpec::decode(&body))
 }
 
+/// Why the stub did not `exec` the call's program.
+enum NotRun {
+    /// It refused the working folder on its way in from the files folder.
+    Folder(io::Error),
+    /// Anything else.
+    Other(io::Error),
+}
+
 /// Goes where the call runs and `exec`s it; returns only the reason it could not.
-fn run(spec: &StubSpec) -> io::Error {
-    match prepare(spec) {
-        Ok((path, argv, env)) => exec(&path, &argv, &env),
-        Err(err) => err,
+fn run(spec: &StubSpec, death_signal: Option<rustix::process::Signal>) -> NotRun {
+    if let Err(err) = enter(spec) {
+        return err;
+    }
+    let prepared = prepare(spec).and_then(|prepared| {
+        rustix::process::set_parent_process_death_signal(death_signal)?;
+        Ok(prepared)
+    });
+    match prepared {
+        Ok((path, argv, env)) => NotRun::Other(exec(&path, &argv, &env)),
+        Err(err) => NotRun::Other(err),
     }
 }
 
 type Prepared = (CString, Vec<CString>, Vec<CString>);
 
-/// Enters the folder, sets stdin and signals, and builds the exec's words.
-fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
+/// Enters the call's working folder: the files folder by path, the one the call arrived for,
+/// then the rest one component at a time from there, following no link.
+fn enter(spec: &StubSpec) -> Result<(), NotRun> {
+    let other = |err: Errno| NotRun::Other(err.into());
+    let refused = |err: Errno| NotRun::Folder(err.into());
     let files = rustix::fs::open(
         &spec.place.files,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    )?;
-    let stat = rustix::fs::fstat(&files)?;
+    )
+    .map_err(other)?;
+    let stat = rustix::fs::fstat(&files).map_err(other)?;
     if (stat.st_dev, stat.st_ino) != spec.place.id {
         // Not the folder the call arrived for: the sandbox shows one replaced since.
-        return Err(Errno::STALE.into());
+        return Err(other(Errno::STALE));
     }
     let mut folder = files;
     for component in spec.place.dir.components() {
@@ -149,14 +186,19 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
                     name,
                     OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                     Mode::empty(),
-                )?;
+                )
+                .map_err(refused)?;
             }
             // `..`, or an absolute path: never outside the files folder.
-            _ => return Err(Errno::XDEV.into()),
+            _ => return Err(refused(Errno::XDEV)),
         }
     }
-    rustix::process::fchdir(&folder)?;
-    drop(folder);
+    rustix::process::fchdir(&folder).map_err(refused)?;
+    Ok(())
+}
+
+/// Sets stdin and signals, and builds the exec's words.
+fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
     if spec.null_stdin {
         // Without a /dev/null in the sandbox the input pipe stays, and serve has closed its
         // end: the program reads an end at once either way.

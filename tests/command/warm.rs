@@ -5,7 +5,8 @@
 //! stub's executable; its environment is exactly the `--var`s; a files folder replaced after
 //! the spares started is never used by them; serve SIGKILLed with spares waiting leaves
 //! nothing; a stub killed from outside is replaced and the next call works; and a program the
-//! sandbox cannot execute is answered as a cold start answers it.
+//! sandbox cannot execute is answered as a cold start answers it; a working folder that became
+//! a link after the call arrived is refused by the stub, and the call answered as not run.
 use std::time::Duration;
 
 use serde_json::json;
@@ -25,6 +26,7 @@ both_sandboxes!(
     a_replaced_files_folder_is_never_used_by_a_spare,
     serve_killed_with_spares_waiting_leaves_nothing,
     a_stub_killed_from_outside_is_replaced,
+    a_working_folder_changed_after_the_call_arrived_is_not_entered,
 );
 
 /// The program is the stub's process: under the pass-through prefix (no PID namespace) the
@@ -290,4 +292,38 @@ fn a_program_cannot_reach_a_waiting_stub_without_a_pid_namespace() {
         assert!(!out.contains(&format!("reached {pid}")), "{out}");
         assert!(!out.contains(&format!("read {pid}")), "{out}");
     }
+}
+
+/// A call whose `dir` is checked when it arrives, then replaced by a link to `/` before its
+/// spare hands it to the stub (the call's reaper held there, `LNK_HOLD=call-reaper`, and let
+/// go with a SIGCHLD): the stub, entering the folder inside the sandbox without following
+/// links, refuses it, and the call is answered as not run, never run in `/` (bubblewrap
+/// falls back to `/` when it cannot enter a folder by path) nor in the folder moved away.
+fn a_working_folder_changed_after_the_call_arrived_is_not_entered(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    std::fs::create_dir(setup.files.join("sub")).unwrap();
+    let hold = setup.path("held");
+    let hook = format!("call-reaper={}", hold.display());
+    let mut serve = setup
+        .serve()
+        .start_env(&[("LNK_HOLD", std::ffi::OsStr::new(&hook))]);
+    wait_stubs(serve.pid(), 1, &[]);
+    let id = serve.send_call(
+        json!({"program": "sh", "args": ["-c", "pwd -P; touch here"], "dir": "sub"}),
+        None,
+    );
+    let reaper = lnk_tests::containment::wait_pid_file(&hold, Duration::from_secs(10));
+    std::fs::rename(setup.files.join("sub"), setup.files.join("away")).unwrap();
+    std::os::unix::fs::symlink("/", setup.files.join("sub")).unwrap();
+    let reaper = rustix::process::Pid::from_raw(reaper).unwrap();
+    rustix::process::kill_process(reaper, rustix::process::Signal::CHILD).unwrap();
+    let result = serve.call_result(id, Duration::from_secs(10));
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("`sub` changed while the call started") && text.contains("Nothing ran"),
+        "{text}"
+    );
+    assert!(!setup.files.join("away/here").exists());
+    assert!(!setup.files.join("here").exists());
 }

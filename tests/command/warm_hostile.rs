@@ -17,6 +17,8 @@ use lnk_tests::serve::{ANSWER, cold_starts};
 use lnk_tests::setup::Setup;
 use lnk_tests::stubs::{assert_all_die, descendants, pid_words, stdout_of, stubs, wait_stubs};
 
+lnk_tests::every_sandbox_warm_and_cold!(stopped_waiting_processes_die_with_serve);
+
 every_sandbox!(
     stopped_stubs_neither_stall_a_later_call_nor_run_it_late,
     a_program_cannot_write_into_a_later_calls_pipes_or_channel,
@@ -43,10 +45,7 @@ fn waiting_for_later_calls(serve: i32) -> Vec<i32> {
     if !stubs.is_empty() {
         return stubs;
     }
-    descendants(serve)
-        .into_iter()
-        .filter(|pid| argv_of(*pid).iter().any(|arg| arg == "--spare"))
-        .collect()
+    spare_reapers(serve)
 }
 
 /// What became of the calls after the attack: each round's structured value, and whether a
@@ -112,10 +111,72 @@ fn stop_the_waiting_then_call(sandbox: Sandbox, cold: bool) -> AfterStop {
 }
 
 /// Held: stopped stubs never stall a later call past its timeout, never run a call's program
-/// after its answer, and never outlive serve.
+/// after its answer, and never outlive serve. A call handed to a stopped stub (only a sandbox
+/// without a PID namespace lets a program stop one) is answered within the hand-off's limit as
+/// not run, never as a timeout of a program that did not start; the stub is killed, and once
+/// the stopped ones are used up the calls run again.
 fn stopped_stubs_neither_stall_a_later_call_nor_run_it_late(sandbox: Sandbox) {
     let after = stop_the_waiting_then_call(sandbox, false);
     assert!(!after.ran_late, "a call's program ran after its answer");
+    for (round, value) in after.rounds.iter().enumerate() {
+        let text = value["refused"].as_str().unwrap_or("");
+        assert!(
+            value["stdout"] == "ran\n" || text.contains("did not take it"),
+            "round {round}: neither ran nor told it was not run: {value}"
+        );
+        assert_ne!(value["timed_out"], true, "round {round}: {value}");
+    }
+    assert_eq!(
+        after.rounds.last().unwrap()["stdout"],
+        "ran\n",
+        "{:?}",
+        after.rounds
+    );
+}
+
+/// The spare reapers below `serve` (`reap --spare`).
+fn spare_reapers(serve: i32) -> Vec<i32> {
+    descendants(serve)
+        .into_iter()
+        .filter(|pid| argv_of(*pid).iter().any(|arg| arg == "--spare"))
+        .collect()
+}
+
+/// A call's program SIGSTOPs every process waiting for a later call, the spare reapers and
+/// their stubs (it sees them without a PID namespace), then serve is SIGKILLed: every one of
+/// them dies with it as it is, stopped. (A stopped process keeps a SIGTERM pending for ever,
+/// so a waiting spare and stub have SIGKILL at their parent's death.)
+fn stopped_waiting_processes_die_with_serve(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().start();
+    if lnk_tests::serve::is_cold() {
+        std::thread::sleep(Duration::from_millis(300));
+    } else {
+        wait_stubs(serve.pid(), 4, &[]);
+    }
+    let mut waiting = spare_reapers(serve.pid());
+    waiting.extend(stubs(serve.pid()));
+    assert!(waiting.len() >= 4, "{waiting:?}");
+    let list = pid_words(&waiting);
+    let script =
+        format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
+    stdout_of(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
+    std::thread::sleep(Duration::from_millis(200));
+    let below = descendants(serve.pid());
+    let stopped_count = below.iter().filter(|pid| stopped(**pid)).count();
+    eprintln!(
+        "{stopped_count} of {} processes below serve stopped",
+        below.len()
+    );
+    if sandbox != Sandbox::Bwrap {
+        // The spare that took the attacking call itself is no longer waiting.
+        assert!(
+            stopped_count >= 3,
+            "the attack stopped too little: {below:?}"
+        );
+    }
+    serve.kill();
+    assert_all_die(below);
 }
 
 /// The rounds whose program did not run (its `echo ran` missing).
@@ -138,20 +199,6 @@ fn under_the_recommended_line_no_stub_can_be_stopped() {
     assert!(not_run(&after).is_empty(), "{:?}", after.rounds);
 }
 
-/// Finding (denial of later calls without a PID namespace). Reproduction: serve with
-/// `--timeout 2s` under bubblewrap without `--unshare-pid` (or the pass-through prefix), four
-/// stubs waiting; one call runs `sh -c 'kill -STOP <the other stubs' pids>'`. Each of the next
-/// three calls (`echo ran`) is answered `timed out after 3001 ms (the limit is 2s)`, signal 9,
-/// no output, `isError: false`: its program never ran. The spare hands the spec to the stopped
-/// stub and waits, without a limit of its own, for its `exec` (its channel's end) until the
-/// call's stop; the answer blames the program and reports 1 s past the limit. The later calls
-/// after the stopped stubs are used up run. Cold spares stopped the same way deny the calls
-/// too (`the_calls_after_stopped_cold_spares_run`, refused as "the sandbox could not be
-/// started"), so the warm path adds no reach; it adds a misleading answer (a timeout of a
-/// program that never started) and a wait with no bound of its own.
-/// The cold comparison of the finding above: spare reapers SIGSTOPped by a call's program
-/// (no PID namespace) make the next calls refused ("the sandbox could not be started (the
-/// call's reaper ended before it started the sandbox)").
 /// A call's program tries every way into the processes below serve (spares, sandboxes, stubs)
 /// through `/proc`: writing into their stdout, stderr and stdin (a later call's pipes, which a
 /// spare and its stub hold before the call) and into the stub's channel (fd 4: a spec written

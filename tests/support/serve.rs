@@ -41,6 +41,11 @@ pub fn cold_starts<R>(body: impl FnOnce() -> R) -> R {
     result
 }
 
+/// Whether the serves this test thread starts now start their calls cold.
+pub fn is_cold() -> bool {
+    COLD.with(|cold| cold.get())
+}
+
 /// A running `serve` and a JSON-RPC client of it.
 pub struct Serve {
     child: Child,

@@ -8,6 +8,8 @@
 //! | `leftovers` | processes of the sandbox were still running after it ended (or when it was stopped after its end) and were killed |
 //! | `exec-failed <errno>` | the sandbox could not be executed; nothing ran |
 //! | `failed <errno>` | the reaper itself could not set up (before anything ran) |
+//! | `folder-refused <errno>` | the warm sandbox's stub refused the call's working folder, which changed after the call arrived; nothing ran |
+//! | `stub-stuck` | the warm sandbox's stub did not take the call in time (it was stopped, or starved); it was killed and nothing ran |
 //!
 //! The pipe's end (EOF) means the reaper has exited: by then everything it started is dead.
 //! The write end is close-on-exec in the reaper, so no process of the sandbox holds it.
@@ -37,6 +39,12 @@ pub enum Event {
     ExecFailed(i32),
     /// The reaper could not set itself up (the errno); nothing ran.
     Failed(i32),
+    /// The stub of the call's warm sandbox refused its working folder (the errno): it changed
+    /// after the call arrived. Nothing ran.
+    FolderRefused(i32),
+    /// The stub of the call's warm sandbox did not take the call within
+    /// [`super::warm::HAND_OFF_LIMIT`]; it was killed, and nothing ran.
+    StubStuck,
 }
 
 impl Event {
@@ -50,6 +58,8 @@ impl Event {
             Event::Leftovers => "leftovers\n".to_owned(),
             Event::ExecFailed(errno) => format!("exec-failed {errno}\n"),
             Event::Failed(errno) => format!("failed {errno}\n"),
+            Event::FolderRefused(errno) => format!("folder-refused {errno}\n"),
+            Event::StubStuck => "stub-stuck\n".to_owned(),
         }
     }
 
@@ -66,6 +76,8 @@ impl Event {
             ("leftovers", None, None) => Event::Leftovers,
             ("exec-failed", Some(errno), None) => Event::ExecFailed(errno.parse().ok()?),
             ("failed", Some(errno), None) => Event::Failed(errno.parse().ok()?),
+            ("folder-refused", Some(errno), None) => Event::FolderRefused(errno.parse().ok()?),
+            ("stub-stuck", None, None) => Event::StubStuck,
             _ => return None,
         };
         words.next().is_none().then_some(event)
@@ -201,6 +213,8 @@ mod tests {
             Event::Leftovers,
             Event::ExecFailed(2),
             Event::Failed(24),
+            Event::FolderRefused(40),
+            Event::StubStuck,
         ] {
             let line = event.line();
             assert!(line.ends_with('\n'));

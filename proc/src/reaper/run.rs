@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
+use rustix::process::{Signal, set_parent_process_death_signal};
 
 use super::children;
 use super::hold::ChildHold;
@@ -77,6 +78,13 @@ pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
         Ok(signals) => signals,
         Err(code) => return code,
     };
+    // While it holds no call, a spare has nothing to kill at its parent's death but its warm
+    // sandbox, whose stub ends with it: SIGKILL then, which ends it even when stopped (without a
+    // PID namespace a program of an earlier call can stop it, and a stopped process would keep
+    // a SIGTERM pending for ever). Its call gets SIGTERM back, to kill what the call started.
+    if let Err(err) = set_parent_process_death_signal(Some(Signal::KILL)) {
+        return failed(&report, &err.into());
+    }
     let waited = match &mut warm {
         Some(warm) => warm.wait_for_call(&control, &signals, &report),
         None => {
@@ -90,6 +98,10 @@ pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
         Err(err) => return failed(&report, &err),
     };
     drop(control);
+    // A parent that dies from here on leaves the SIGTERM pending on the signal fd: a stop.
+    if let Err(err) = set_parent_process_death_signal(Some(Signal::TERM)) {
+        return failed(&report, &err.into());
+    }
     if let Err(err) = enter(&call) {
         return failed(&report, &err);
     }
@@ -151,6 +163,14 @@ fn run_set_up(
             exec_pipe: None,
         }),
         (Handed::Failed(err), _) => return failed(err),
+        (Handed::FolderRefused(errno), _) => {
+            report.send(Event::FolderRefused(errno));
+            return ExitCode::from(FAILED_EXIT);
+        }
+        (Handed::Stuck, _) => {
+            report.send(Event::StubStuck);
+            return ExitCode::from(FAILED_EXIT);
+        }
         // A test's hold between fork and exec needs a fork of this process's own.
         (Handed::Cold, Some(hold)) => fork_sandbox(&program, hold),
         (Handed::Cold, None) => spawn_sandbox(&program),

@@ -15,8 +15,17 @@
 //! stub enters the folder, closes everything but stdio, and `exec`s: the program is the
 //! sandbox's process, and from there the reaper holds the call exactly as a cold one. In every
 //! other case (a prefix that differs, a test's hold, a stub not ready or gone, a stub that
-//! reports a failure: a folder that is not the call's, a program it cannot execute) the warm
-//! sandbox is killed and reaped, and the call starts cold: nothing of the warm one is used.
+//! reports a failure: a files folder that is not the call's, a program it cannot execute) the
+//! warm sandbox is killed and reaped, and the call starts cold: nothing of the warm one is used.
+//!
+//! Two failures are the call's answer instead, since a cold start could do no better:
+//! - the stub refused the working folder on its way in (a link, not a folder, or gone): the
+//!   folder changed after the call arrived and was checked, and a cold start would enter it by
+//!   path again, where a sandbox may fall back to another folder (bubblewrap goes to `/`);
+//! - the stub did not take the call within [`HAND_OFF_LIMIT`] (it was stopped by a program of
+//!   an earlier call, which only a sandbox without a PID namespace allows, or starved): it is
+//!   killed and the call is not run. Once the spec is sent a cold start could run the program
+//!   twice, should the stub have been just about to `exec` it.
 //!
 //! An idle warm sandbox costs no CPU (the stub sleeps in a read, the reaper in a poll). A stub
 //! that dies while idle is replaced; one that cannot get ready [`TRIES`] times in a row makes
@@ -28,14 +37,17 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, poll};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
 
-pub use super::warm_wire::{FAILED, Place, READY, STUB, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec};
+pub use super::warm_wire::{
+    FAILED, FOLDER_REFUSED, Place, READY, STUB, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
+};
 
 use super::children;
 use super::options::Options;
@@ -48,6 +60,11 @@ pub const WARM: &str = "--warm";
 /// How many warm sandboxes in a row may end before their stub is ready before the spare gives
 /// up on them and waits as an ordinary spare.
 pub const TRIES: u32 = 2;
+/// How long a stub may take from the call's spec to its `exec` (a matter of a millisecond)
+/// before it is killed and the call is answered as not run. Under the wait `serve` gives a
+/// reaper to report its sandbox's start (a second past the call's deadline), so that a call of
+/// any timeout hears it.
+pub const HAND_OFF_LIMIT: Duration = Duration::from_millis(500);
 /// Descriptors handed to the sandbox are first put at this number or above, so that placing
 /// them at 3 and 4 never clobbers one another.
 const ABOVE: i32 = 10;
@@ -79,6 +96,23 @@ pub enum Handed {
     /// The warm sandbox could not run the call, and the call asked for it alone
     /// ([`Options::warm_only`]).
     Failed(io::Error),
+    /// The stub refused the call's working folder (the errno): it changed after the call
+    /// arrived. The warm sandbox is gone, and nothing ran.
+    FolderRefused(i32),
+    /// The stub did not take the call within [`HAND_OFF_LIMIT`]. The warm sandbox is gone, and
+    /// nothing ran.
+    Stuck,
+}
+
+/// Why a stub did not take the call it was handed.
+#[derive(Debug)]
+enum NotTaken {
+    /// It said so: it could not run the call (a cold start may).
+    Failed(io::Error),
+    /// It refused the working folder, with this errno.
+    Folder(i32),
+    /// It said nothing within [`HAND_OFF_LIMIT`].
+    Stuck,
 }
 
 impl Warm {
@@ -177,17 +211,21 @@ impl Warm {
         let Some(waiting) = self.sandbox.take() else {
             return cold(self, "the stub is gone");
         };
-        match waiting.hand(&spec, signals.fd()) {
-            Ok(()) => Handed::Warm(waiting.pid),
-            Err(err) => {
-                self.sandbox = Some(waiting);
-                self.discard();
-                if options.warm_only {
-                    Handed::Failed(err)
-                } else {
-                    Handed::Cold
-                }
-            }
+        let not_taken = match waiting.hand(&spec, signals.fd()) {
+            Ok(()) => return Handed::Warm(waiting.pid),
+            Err(not_taken) => not_taken,
+        };
+        self.sandbox = Some(waiting);
+        self.discard();
+        match (not_taken, options.warm_only) {
+            (NotTaken::Failed(_), false) => Handed::Cold,
+            (NotTaken::Folder(errno), false) => Handed::FolderRefused(errno),
+            (NotTaken::Stuck, false) => Handed::Stuck,
+            (NotTaken::Failed(err), true) => Handed::Failed(err),
+            (NotTaken::Folder(errno), true) => Handed::Failed(io::Error::from_raw_os_error(errno)),
+            (NotTaken::Stuck, true) => Handed::Failed(io::Error::other(format!(
+                "the stub did not take the call within {HAND_OFF_LIMIT:?}"
+            ))),
         }
     }
 
@@ -246,29 +284,37 @@ impl Drop for Warm {
 }
 
 impl Waiting {
-    /// Sends the spec and waits for the stub's `exec` (its channel's end) or its failure. A
-    /// pending signal with nothing from the stub ends the wait as an `exec`: a stop must not
-    /// wait, and a sandbox that ended before its stub could answer is seen as ended.
-    fn hand(&self, spec: &[u8], signal_fd: BorrowedFd<'_>) -> io::Result<()> {
+    /// Sends the spec and waits for the stub's `exec` (its channel's end) or its failure, for
+    /// at most [`HAND_OFF_LIMIT`]. A pending signal with nothing from the stub ends the wait as
+    /// an `exec`: a stop must not wait, and a sandbox that ended before its stub could answer
+    /// is seen as ended.
+    fn hand(&self, spec: &[u8], signal_fd: BorrowedFd<'_>) -> Result<(), NotTaken> {
+        let failed = |err: Errno| NotTaken::Failed(err.into());
         let mut sent = 0;
         while sent < spec.len() {
             match rustix::net::send(&self.channel, &spec[sent..], SendFlags::NOSIGNAL) {
-                Ok(0) => return Err(Errno::PIPE.into()),
+                Ok(0) => return Err(failed(Errno::PIPE)),
                 Ok(n) => sent += n,
                 Err(Errno::INTR) => {}
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(failed(err)),
             }
         }
+        let limit = Instant::now() + HAND_OFF_LIMIT;
         let mut said = [0u8; 5];
         let mut got = 0;
         loop {
+            let left = limit.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(NotTaken::Stuck);
+            }
             let mut fds = [
                 PollFd::new(&self.channel, PollFlags::IN),
                 PollFd::new(&signal_fd, PollFlags::IN),
             ];
-            match poll(&mut fds, None) {
+            let timeout = Timespec::try_from(left).ok();
+            match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) | Err(Errno::INTR) => {}
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(failed(err)),
             }
             let heard = !fds[0].revents().is_empty();
             let signalled = !fds[1].revents().is_empty();
@@ -282,17 +328,24 @@ impl Waiting {
                 // The end: the exec happened (or the stub died, which the reaper sees as the
                 // sandbox's own end).
                 Ok(0) if got == 0 => return Ok(()),
-                Ok(0) => return Err(io::Error::other("the stub's answer was cut short")),
+                Ok(0) => {
+                    let cut = io::Error::other("the stub's answer was cut short");
+                    return Err(NotTaken::Failed(cut));
+                }
                 Ok(n) => got += n,
                 Err(Errno::INTR) => continue,
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(failed(err)),
             }
-            if said[0] != FAILED {
-                return Err(io::Error::other("the stub said something else"));
+            if said[0] != FAILED && said[0] != FOLDER_REFUSED {
+                let other = io::Error::other("the stub said something else");
+                return Err(NotTaken::Failed(other));
             }
             if got == said.len() {
                 let errno = i32::from_ne_bytes([said[1], said[2], said[3], said[4]]);
-                return Err(io::Error::from_raw_os_error(errno));
+                return Err(match said[0] {
+                    FOLDER_REFUSED => NotTaken::Folder(errno),
+                    _ => NotTaken::Failed(io::Error::from_raw_os_error(errno)),
+                });
             }
         }
     }

@@ -8,8 +8,8 @@
 //!   program's path and arguments (with `/usr/bin/env NAME=VALUE…` first when `--var`s are
 //!   given: the words after the sandbox's `--` on a cold call's command line);
 //! - the stub `exec`s the program: the socket is close-on-exec, so its end (EOF) says the exec
-//!   happened. Or it writes [`FAILED`] and an errno (4 bytes, native order) and exits, having
-//!   run nothing.
+//!   happened. Or it writes [`FAILED`] (or [`FOLDER_REFUSED`], when the working folder is what
+//!   it refused) and an errno (4 bytes, native order) and exits, having run nothing.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -25,6 +25,10 @@ pub const STUB_CHANNEL_FD: i32 = 4;
 pub const READY: u8 = b'r';
 /// The stub could not run the call; an errno follows.
 pub const FAILED: u8 = b'f';
+/// The stub refused the call's working folder: on its way in from the files folder it met a
+/// link, something not a folder, or nothing (the folder changed after the call arrived and was
+/// checked); an errno follows.
+pub const FOLDER_REFUSED: u8 = b'd';
 /// The largest spec a stub reads (the reaper's own limit, [`super::MAX_SPEC`]).
 pub const MAX_STUB_SPEC: usize = super::MAX_SPEC;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::answer::ToolAnswer;
-use crate::call::{self, CallSpec, Ended};
+use crate::call::{self, CallSpec, Ended, NotRun};
 use crate::config::Config;
 use crate::context::ToolContext;
 use crate::input::InputBudget;
@@ -21,6 +21,10 @@ pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Opt
     // What the call needs is in `spec` now; the request's copy is not kept for its life.
     arguments.clear();
     let timeout = spec.timeout;
+    let dir = spec.cwd.path.strip_prefix(&ctx.config.files).map_or_else(
+        |_| spec.cwd.path.display().to_string(),
+        |dir| dir.display().to_string(),
+    );
     let ended = call::run(spec, ctx.control, ctx.progress.take());
     match ended {
         Ok(Ended::Cancelled) => {
@@ -38,10 +42,29 @@ pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Opt
                  it to a file in the files folder and pass its name"
             )))
         }
+        Err(err) if let Some(not_run) = NotRun::of(&err) => {
+            Some(ToolAnswer::refusal(not_run_text(not_run, &dir)))
+        }
         Err(err) => Some(ToolAnswer::refusal(format!(
             "the sandbox could not be started ({err}); this is the server's setup, not the \
              call: tell the person who runs this server"
         ))),
+    }
+}
+
+/// The answer to a call a warm sandbox did not run: nothing ran, and what to do.
+fn not_run_text(not_run: NotRun, dir: &str) -> String {
+    match not_run {
+        NotRun::FolderChanged(_) => format!(
+            "the working folder `{}` {not_run}: on the way in from the files folder it is no \
+             longer a folder inside it. Nothing ran; call again once the folder is in place",
+            crate::protocol::cut_short(dir)
+        ),
+        NotRun::StubStuck => format!(
+            "{not_run}. Nothing ran; call again. (Only a program that can see the waiting \
+             sandboxes can stop them: one of an earlier call, under a sandbox without a PID \
+             namespace of its own.)"
+        ),
     }
 }
 

@@ -242,6 +242,13 @@ impl Run<'_> {
                 tracing::error!(%id, "{why}");
                 seen.failure = Some(why);
             }
+            // A run's gate starts its sandbox cold; a report of a warm one's is the gate's
+            // failure all the same.
+            Event::FolderRefused(_) | Event::StubStuck => {
+                let why = format!("the run's gate reported a warm sandbox's failure: {event:?}");
+                tracing::error!(%id, "{why}");
+                seen.failure = Some(why);
+            }
         }
     }
 
