@@ -151,22 +151,26 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
-    let in_flight = crate::spares::RefillHold::begin();
     let mut reaper = spawn::spawn(
         &spec.argv,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),
     )?;
-    let watched = watch(spec, control, progress, start, &mut reaper, &in_flight);
+    let watched = watch(spec, control, progress, start, &mut reaper);
     if watched.is_err() {
         reaper.stop();
     }
     // However the watch ended, the reaper is reaped here (after it killed everything), and
-    // what it may have left in its session is killed first if it did not end as it should.
-    // A call that ended before its sandbox started did not ask for the next spare yet.
-    drop(in_flight);
-    let reaped = reaper.finish();
+    // what it may have left in its session is killed first if it did not end as it should;
+    // one that said `done` (everything of the call is dead) after the call's answer.
+    let reaped = match &watched {
+        Ok(seen) if seen.done => {
+            crate::answered::reap_after_answer(reaper);
+            Ok(())
+        }
+        _ => reaper.finish(),
+    };
     let watched = watched?;
     reaped?;
     if control.is_cancelled() {
@@ -194,6 +198,8 @@ struct WatchedCall {
     failed: Option<i32>,
     /// Why a warm sandbox did not run the call.
     not_run: Option<NotRun>,
+    /// The reaper said everything of the call is dead and reaped: only its own exit is left.
+    done: bool,
     started: bool,
     out: HeadTail,
     err: HeadTail,
@@ -225,7 +231,6 @@ fn watch(
     mut progress: Option<&mut dyn FnMut(Duration, u64)>,
     start: Instant,
     reaper: &mut Reaper,
-    in_flight: &crate::spares::RefillHold,
 ) -> io::Result<WatchedCall> {
     let mut call = Running::open(spec.input, spec.output, reaper)?;
     // A limit too far away to count is as good as none (it cannot overflow the clock).
@@ -237,6 +242,7 @@ fn watch(
         leftovers_killed: false,
         failed: None,
         not_run: None,
+        done: false,
         started: false,
         out: HeadTail::new(0),
         err: HeadTail::new(0),
@@ -279,7 +285,7 @@ fn watch(
             let mut counter = [0u8; 8];
             let _ = rustix::io::read(&control.wake, &mut counter);
         }
-        if reports_ready && heard(reaper, &mut seen, in_flight)? {
+        if reports_ready && heard(reaper, &mut seen)? {
             let ended_at = Instant::now();
             let until = seen
                 .exited
@@ -351,28 +357,23 @@ fn next_phase(
     })
 }
 
-/// What the reaper reported: into `seen`; whether it has ended (its report pipe closed).
-fn heard(
-    reaper: &mut Reaper,
-    seen: &mut WatchedCall,
-    in_flight: &crate::spares::RefillHold,
-) -> io::Result<bool> {
+/// What the reaper reported: into `seen`; whether it is over (`done`, or its report pipe
+/// closed).
+fn heard(reaper: &mut Reaper, seen: &mut WatchedCall) -> io::Result<bool> {
     for event in reaper.reports.read()? {
         match event {
             // A spare's, read before it was handed the call.
             Event::Ready => {}
-            Event::Started(_) => {
-                seen.started = true;
-                in_flight.started();
-            }
+            Event::Started(_) => seen.started = true,
             Event::Exited(exit) => seen.exited = Some((exit, Instant::now())),
             Event::Leftovers => seen.leftovers_killed = true,
             Event::ExecFailed(errno) | Event::Failed(errno) => seen.failed = Some(errno),
             Event::FolderRefused(errno) => seen.not_run = Some(NotRun::FolderChanged(errno)),
             Event::StubStuck => seen.not_run = Some(NotRun::StubStuck),
+            Event::Done => seen.done = true,
         }
     }
-    Ok(reaper.reports.ended())
+    Ok(seen.done || reaper.reports.ended())
 }
 
 /// Where a call stands with its reaper.

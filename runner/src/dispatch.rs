@@ -78,6 +78,10 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         tasks,
     } = call;
     // Every line the call logs names it, so that two calls' lines can be told apart.
+    // A `command` call holds back the start of the next spares until its answer is out: a
+    // spare's start (a fork of serve, an exec, a sandbox's start) would otherwise compete for a
+    // CPU with the call itself (`spares::RefillHold`).
+    let _refill_hold = matches!(tool, Tool::Command).then(crate::spares::RefillHold::begin);
     let _span = tracing::info_span!(
         "call",
         id = %protocol::cut_short(&id.to_string()),
@@ -117,4 +121,6 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
             writer.send(&protocol::result_message(&id, &era, result));
         }
     });
+    // A call answered once its reaper said `done` is reaped only now, off the answer's path.
+    crate::answered::reap_answered();
 }

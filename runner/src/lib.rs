@@ -12,6 +12,7 @@
 //! person. `ARCHITECTURE.md` maps the processes.
 
 mod answer;
+mod answered;
 mod background;
 mod call;
 mod call_pipes;

@@ -6,9 +6,9 @@
 //! One thread of `serve`'s, `spares`, keeps [`SPARES`] spares ready (`LNK_SPARES`): `lnk-link-run reap --spare`,
 //! launched as every call's reaper is (`lnk_proc::reaper::launch`), its stdio already the
 //! pipes a call reads, waiting on its control socket (see `lnk_proc::reaper::spare`). A call
-//! takes it ([`hand`]), waits for its `ready` if it is still starting, sends its spec and its
-//! working folder, and, once its sandbox runs, wakes the thread ([`refill`]), which starts the
-//! next spare meanwhile. A call that
+//! takes it ([`hand`]), waits for its `ready` if it is still starting, and sends its spec and
+//! its working folder. Once the call is answered, the thread starts the next spare
+//! ([`RefillHold`]): while a call runs, starting one would compete with it for a CPU. A call that
 //! finds no spare (more calls at once than spares), or whose spare is gone, starts a reaper of
 //! its own, as before spares: nothing is lost but time.
 //!
@@ -184,10 +184,8 @@ pub fn hand(
     }
 }
 
-/// Has the `spares` thread start the next spare if one is missing. A call asks once its
-/// sandbox runs (and again at its end): starting a spare costs a fork of serve and an exec (and
-/// a warm one its sandbox's start), which would otherwise compete for a CPU with the spare that
-/// is just taking the call.
+/// Has the `spares` thread start the next spare if one is missing (once no call holds it back,
+/// [`RefillHold`]).
 pub fn refill() {
     if let Some(spares) = SPARES_OF_SERVE.get() {
         // Under the lock, so that the thread cannot miss it between its look and its wait.
@@ -198,14 +196,19 @@ pub fn refill() {
 
 /// Calls in flight ([`RefillHold`]).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-/// The longest the `spares` thread holds back while several calls are in flight before it
-/// starts a spare anyway.
+/// The longest the `spares` thread holds back while calls are in flight before it starts a
+/// spare anyway.
 const DEFER_AT_MOST: Duration = Duration::from_millis(100);
 
-/// A call in flight, from its arrival to its end. While more than one is, the `spares` thread
-/// holds back (up to [`DEFER_AT_MOST`]): in a burst of calls at once most find no spare and
-/// start cold, and starting warm sandboxes meanwhile would only make them wait for CPU. One
-/// call alone gets its spare replaced as soon as its sandboxes runs ([`RefillHold::started`]).
+/// A `command` call in flight, from its arrival until its answer is out. While any is, the
+/// `spares` thread holds back (up to [`DEFER_AT_MOST`] for each spare it starts): starting a
+/// spare costs a fork of serve and an exec, and a warm one its sandbox's start, which would
+/// take a CPU from the call (from the program itself, or from the hops of its answer, when
+/// another process keeps the other CPUs busy). So a call's spare is replaced after its answer,
+/// in the time before the next call, as agents make them; calls back to back still find the
+/// other spares ready, and in a burst of calls at once most find none and start cold, which
+/// warm sandboxes starting meanwhile would only slow. A call that runs for long gets its spare
+/// replaced all the same, [`DEFER_AT_MOST`] after it took it.
 #[derive(Debug)]
 pub struct RefillHold(());
 
@@ -214,11 +217,6 @@ impl RefillHold {
     pub fn begin() -> Self {
         IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
         RefillHold(())
-    }
-
-    /// Its sandbox runs: the spare it took may be replaced.
-    pub fn started(&self) {
-        refill();
     }
 }
 
@@ -230,9 +228,14 @@ impl Drop for RefillHold {
 }
 
 impl Spares {
-    /// Takes the oldest spare, if there is one. The next one is started at [`refill`].
+    /// Takes the oldest spare, if there is one, and tells the `spares` thread, which starts the
+    /// next one once no call holds it back ([`RefillHold`]).
     fn take(&self) -> Option<Spare> {
-        lock(&self.slot).pop_front()
+        let spare = lock(&self.slot).pop_front();
+        if spare.is_some() {
+            self.taken.notify_one();
+        }
+        spare
     }
 
     /// The `spares` thread: keeps its count of spares ready, for good.
@@ -252,7 +255,7 @@ impl Spares {
                             .unwrap_or_else(PoisonError::into_inner);
                         continue;
                     }
-                    if IN_FLIGHT.load(Ordering::SeqCst) > 1 {
+                    if IN_FLIGHT.load(Ordering::SeqCst) > 0 {
                         let since = *deferred_since.get_or_insert_with(Instant::now);
                         let left = DEFER_AT_MOST.saturating_sub(since.elapsed());
                         if !left.is_zero() {

@@ -23,7 +23,8 @@
 //! - once the sandbox process has ended, what it left (in its group, or adopted) may go on for
 //!   the **leftover grace** (1 s), then is killed the same way and reported as leftovers;
 //! - it reports to its parent over a pipe ([`report`]): the sandbox's pid, its exit, leftovers
-//!   killed, and an exec that failed, told as such;
+//!   killed, an exec that failed, told as such, and `done` once everything is dead and reaped
+//!   (its parent may answer for the call then, and reap the reaper after);
 //! - it signals only its own children (pids that cannot be reused before it reaps them) and the
 //!   group of its unreaped leader: never a pid it merely read from `/proc`.
 //!

@@ -140,6 +140,7 @@ impl<'a> Reaping<'a> {
         }
         // Everything else is gone: the leader may go too.
         let _ = waitid(WaitId::Pid(self.sandbox.pid), WaitIdOptions::EXITED);
+        self.report.send(Event::Done);
     }
 
     /// A stop was asked for.

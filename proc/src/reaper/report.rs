@@ -6,12 +6,14 @@
 //! | `started <pid>` | the sandbox process runs, as this pid (the leader of its own group) |
 //! | `exited code <n>` / `exited signal <n>` | the sandbox process ended so |
 //! | `leftovers` | processes of the sandbox were still running after it ended (or when it was stopped after its end) and were killed |
+//! | `done` | everything the reaper started is dead and reaped: only the reaper's own exit is left |
 //! | `exec-failed <errno>` | the sandbox could not be executed; nothing ran |
 //! | `failed <errno>` | the reaper itself could not set up (before anything ran) |
 //! | `folder-refused <errno>` | the warm sandbox's stub refused the call's working folder, which changed after the call arrived; nothing ran |
 //! | `stub-stuck` | the warm sandbox's stub did not take the call in time (it was stopped, or starved); it was killed and nothing ran |
 //!
-//! The pipe's end (EOF) means the reaper has exited: by then everything it started is dead.
+//! `done`, or the pipe's end (EOF: the reaper has exited), means everything it started is dead;
+//! a parent may answer for the call at `done`, and reap the reaper after.
 //! The write end is close-on-exec in the reaper, so no process of the sandbox holds it.
 
 use std::io;
@@ -35,6 +37,8 @@ pub enum Event {
     Exited(Exit),
     /// Leftovers were killed after the sandbox process ended.
     Leftovers,
+    /// Everything the reaper started is dead and reaped; it exits next.
+    Done,
     /// The sandbox could not be executed (the errno); nothing ran.
     ExecFailed(i32),
     /// The reaper could not set itself up (the errno); nothing ran.
@@ -56,6 +60,7 @@ impl Event {
             Event::Exited(Exit::Code(code)) => format!("exited code {code}\n"),
             Event::Exited(Exit::Signal(signal)) => format!("exited signal {signal}\n"),
             Event::Leftovers => "leftovers\n".to_owned(),
+            Event::Done => "done\n".to_owned(),
             Event::ExecFailed(errno) => format!("exec-failed {errno}\n"),
             Event::Failed(errno) => format!("failed {errno}\n"),
             Event::FolderRefused(errno) => format!("folder-refused {errno}\n"),
@@ -74,6 +79,7 @@ impl Event {
                 Event::Exited(Exit::Signal(signal.parse().ok()?))
             }
             ("leftovers", None, None) => Event::Leftovers,
+            ("done", None, None) => Event::Done,
             ("exec-failed", Some(errno), None) => Event::ExecFailed(errno.parse().ok()?),
             ("failed", Some(errno), None) => Event::Failed(errno.parse().ok()?),
             ("folder-refused", Some(errno), None) => Event::FolderRefused(errno.parse().ok()?),
@@ -211,6 +217,7 @@ mod tests {
             Event::Exited(Exit::Code(-1)),
             Event::Exited(Exit::Signal(9)),
             Event::Leftovers,
+            Event::Done,
             Event::ExecFailed(2),
             Event::Failed(24),
             Event::FolderRefused(40),

@@ -212,6 +212,8 @@ impl Run<'_> {
         match event {
             // Only a spare reaper says it, and a gate is never one.
             Event::Ready => {}
+            // The gate's exit comes next; the run ends with it.
+            Event::Done => {}
             Event::Started(pid) => {
                 tracing::info!(%id, pid, "the sandbox runs");
                 if let Some(path) = hold::path_for(Step::RunStarted) {
