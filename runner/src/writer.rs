@@ -1,9 +1,14 @@
 //! The one owner of stdout: every protocol message goes through it, whole, one per line.
+//!
+//! A message is written by the thread that sends it when nothing is queued and stdout can take
+//! it at once (a line of at most [`AT_ONCE`] bytes, stdout writable): the answer of a call goes
+//! out from the call's own thread, without waking another. Everything else is queued for the
+//! writer thread, which writes in order and waits for a client that reads slowly. Either way a
+//! line is written whole, under one lock, and never before a line queued ahead of it.
 
-use std::io::Write;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,6 +32,10 @@ const WAIT_STEP: Duration = Duration::from_millis(2);
 /// keep going out), but one that reads nothing more must not hold the server forever.
 const STALL_AFTER_STDIN_CLOSED: Duration = Duration::from_secs(2);
 
+/// The longest line a sender writes itself: at most this many bytes go into a pipe that has
+/// room whole, in one write, without blocking (`PIPE_BUF`).
+const AT_ONCE: usize = 4096;
+
 /// A handle to send messages to stdout; clones share the one writer thread.
 #[derive(Clone)]
 pub struct Writer {
@@ -35,25 +44,37 @@ pub struct Writer {
     /// from then on a sender never waits, and what finds no room is dropped (no one will
     /// read it).
     closing: Arc<AtomicBool>,
+    /// What the senders and the writer thread share.
+    stdout: Arc<Stdout>,
+}
+
+/// stdout, as the senders and the writer thread share it.
+#[derive(Default)]
+struct Stdout {
+    /// Lines queued for the writer thread and not yet written: a sender writes itself only
+    /// when there are none, so that no line overtakes one queued before it.
+    queued: AtomicUsize,
+    /// Held while a line is written; whether stdout is closed (nothing more is written).
+    broken: Mutex<bool>,
     /// Lines written to stdout so far: whether the client still reads.
-    written: Arc<AtomicU64>,
+    written: AtomicU64,
 }
 
 impl Writer {
     /// Starts the writer thread on stdout.
     pub fn start() -> std::io::Result<(Writer, JoinHandle<()>)> {
         let (tx, rx) = sync_channel(QUEUE);
-        let written = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&written);
+        let stdout = Arc::new(Stdout::default());
+        let shared = Arc::clone(&stdout);
         let handle = std::thread::Builder::new()
             .name("stdout".into())
-            .spawn(move || write_loop(rx, &counter))?;
+            .spawn(move || write_loop(rx, &shared))?;
         let closing = Arc::new(AtomicBool::new(false));
         Ok((
             Writer {
                 tx,
                 closing,
-                written,
+                stdout,
             },
             handle,
         ))
@@ -75,18 +96,21 @@ impl Writer {
             Err(err) => return tracing::error!(%err, "a message could not be serialized"),
         };
         line.push(b'\n');
+        if self.stdout.write_now(&line) {
+            return;
+        }
         let mut message = Message::Line(line);
         // Since when the client's stdin has been closed with no line written, if it is.
         let mut stalled_since: Option<(Instant, u64)> = None;
         loop {
-            match self.tx.try_send(message) {
+            match self.queue(message) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => return,
                 Err(TrySendError::Full(back)) => {
                     if self.closing.load(Ordering::SeqCst) {
                         return;
                     }
                     if stdin_closed() {
-                        let written = self.written.load(Ordering::SeqCst);
+                        let written = self.stdout.written.load(Ordering::SeqCst);
                         match stalled_since {
                             Some((since, before)) if before == written => {
                                 if since.elapsed() >= STALL_AFTER_STDIN_CLOSED {
@@ -109,8 +133,20 @@ impl Writer {
     pub fn send_if_room(&self, message: &Value) {
         if let Ok(mut line) = serde_json::to_vec(message) {
             line.push(b'\n');
-            let _ = self.tx.try_send(Message::Line(line));
+            if !self.stdout.write_now(&line) {
+                let _ = self.queue(Message::Line(line));
+            }
         }
+    }
+
+    /// Queues a line for the writer thread, counted as queued while it waits.
+    fn queue(&self, message: Message) -> Result<(), TrySendError<Message>> {
+        self.stdout.queued.fetch_add(1, Ordering::SeqCst);
+        let queued = self.tx.try_send(message);
+        if queued.is_err() {
+            self.stdout.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+        queued
     }
 
     /// Waits until everything queued before is written, at most `limit` (a client that does
@@ -142,22 +178,71 @@ fn stdin_closed() -> bool {
         && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
-fn write_loop(rx: Receiver<Message>, written: &AtomicU64) {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let mut broken = false;
+impl Stdout {
+    /// Writes `line` from the sender's thread when nothing is queued, no one else is writing,
+    /// it is short and stdout can take it now; whether it did (or dropped it, stdout being
+    /// closed).
+    fn write_now(&self, line: &[u8]) -> bool {
+        if line.len() > AT_ONCE || self.queued.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        let mut broken = match self.broken.try_lock() {
+            Ok(broken) => broken,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        // A line queued meanwhile goes first; so does a client that cannot take it now.
+        if self.queued.load(Ordering::SeqCst) != 0 || !(*broken || stdout_writable()) {
+            return false;
+        }
+        self.write(&mut broken, line);
+        true
+    }
+
+    /// Writes `line` whole, under the lock whose guard is `broken`.
+    fn write(&self, broken: &mut bool, line: &[u8]) {
+        if !*broken && let Err(err) = write_all(line) {
+            tracing::debug!(%err, "stdout is closed; nothing more is written");
+            *broken = true;
+        }
+        self.written.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether stdout can take a short line now.
+fn stdout_writable() -> bool {
+    let stdout = rustix::stdio::stdout();
+    let mut fds = [PollFd::new(&stdout, PollFlags::OUT)];
+    let zero = Timespec::default();
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+        && fds[0].revents().contains(PollFlags::OUT)
+}
+
+/// Writes all of `bytes` to stdout.
+fn write_all(mut bytes: &[u8]) -> std::io::Result<()> {
+    let stdout = rustix::stdio::stdout();
+    while !bytes.is_empty() {
+        match rustix::io::write(stdout, bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+fn write_loop(rx: Receiver<Message>, stdout: &Stdout) {
     for message in rx {
         match message {
-            Message::Line(line) if !broken => {
-                if let Err(err) = out.write_all(&line).and_then(|()| out.flush()) {
-                    tracing::debug!(%err, "stdout is closed; nothing more is written");
-                    broken = true;
-                }
-                written.fetch_add(1, Ordering::SeqCst);
+            Message::Line(line) => {
+                let mut broken = stdout.broken.lock().unwrap_or_else(|p| p.into_inner());
+                stdout.write(&mut broken, &line);
+                drop(broken);
+                stdout.queued.fetch_sub(1, Ordering::SeqCst);
             }
-            Message::Line(_) => {}
+            // Lines are written whole, unbuffered: everything queued before is out.
             Message::Flush(done) => {
-                let _ = out.flush();
                 let _ = done.send(());
             }
         }
