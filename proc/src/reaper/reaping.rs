@@ -44,6 +44,9 @@ pub(super) struct Reaping<'a> {
     /// The sandbox process's end, once seen (it stays unreaped until the very end, so that its
     /// group id cannot be reused while this process signals the group).
     exit: Option<Exit>,
+    /// Whether the sandbox's end was reported. It waits to go out with `done` in one write
+    /// when nothing else is left, so that the parent wakes once for both.
+    exit_reported: bool,
     exec_failed: bool,
     leftovers: bool,
     /// Descendants sent SIGTERM while stopping.
@@ -71,6 +74,7 @@ impl<'a> Reaping<'a> {
             sandbox,
             phase: ReapPhase::Running,
             exit: None,
+            exit_reported: false,
             exec_failed: false,
             leftovers: false,
             termed: Vec::new(),
@@ -100,6 +104,13 @@ impl<'a> Reaping<'a> {
             let others = self.other_children();
             let now = Instant::now();
             let ended = self.exit.is_some();
+            if ended
+                && !others.is_empty()
+                && let Some(exited) = self.exit_to_report()
+            {
+                // The leftover grace runs from the sandbox's end: its parent hears of it now.
+                self.report.send(exited);
+            }
             match self.phase {
                 ReapPhase::Running if ended && others.is_empty() => break,
                 ReapPhase::Running if ended => {
@@ -135,12 +146,25 @@ impl<'a> Reaping<'a> {
             };
             self.wait(wake_at);
         }
-        if self.leftovers {
-            self.report.send(Event::Leftovers);
-        }
         // Everything else is gone: the leader may go too.
         let _ = waitid(WaitId::Pid(self.sandbox.pid), WaitIdOptions::EXITED);
-        self.report.send(Event::Done);
+        let mut last: Vec<Event> = self.exit_to_report().into_iter().collect();
+        if self.leftovers {
+            last.push(Event::Leftovers);
+        }
+        last.push(Event::Done);
+        self.report.send_all(&last);
+    }
+
+    /// The report of the sandbox's end, once it ended, the first time only, and not when its
+    /// exec failed (reported as such).
+    fn exit_to_report(&mut self) -> Option<Event> {
+        let exit = self.exit?;
+        if self.exit_reported || self.exec_failed {
+            return None;
+        }
+        self.exit_reported = true;
+        Some(Event::Exited(exit))
     }
 
     /// A stop was asked for.
@@ -254,9 +278,6 @@ impl<'a> Reaping<'a> {
         // The exec pipe is read before the end is looked at, so a failed exec is known here.
         self.read_exec_pipe();
         self.exit = Some(exit);
-        if !self.exec_failed {
-            self.report.send(Event::Exited(exit));
-        }
     }
 
     /// Reads the exec pipe: an errno means the exec failed; its end, that it happened.

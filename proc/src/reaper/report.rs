@@ -122,10 +122,15 @@ impl Reporter {
 
     /// Reports an event. A parent that is gone (EPIPE) no longer needs to hear.
     pub fn send(&self, event: Event) {
+        self.send_all(&[event]);
+    }
+
+    /// Reports events in one write, so that the parent wakes once for all of them.
+    pub fn send_all(&self, events: &[Event]) {
         let Some(fd) = &self.fd else { return };
-        let line = event.line();
-        // Under PIPE_BUF: one write, whole.
-        let _ = rustix::io::retry_on_intr(|| rustix::io::write(fd, line.as_bytes()));
+        let lines: String = events.iter().map(Event::line).collect();
+        // Under PIPE_BUF (a few short lines): one write, whole.
+        let _ = rustix::io::retry_on_intr(|| rustix::io::write(fd, lines.as_bytes()));
     }
 }
 
