@@ -28,6 +28,9 @@ mod limits;
 #[path = "command/protocol.rs"]
 mod protocol;
 /// Item 4: the `command` tool — what runs, with what input and environment.
+#[path = "command/reaper_stopped.rs"]
+mod reaper_stopped;
+
 #[path = "command/tool.rs"]
 mod tool;
 /// Issue 22: warm sandboxes, started ahead of their calls.

@@ -18,7 +18,7 @@ struct Answered(Vec<Reaper>);
 impl Answered {
     fn reap(&mut self) {
         for reaper in self.0.drain(..) {
-            if let Err(err) = reaper.finish() {
+            if let Err(err) = reaper.finish_after_done() {
                 tracing::warn!(
                     "a call's reaper could not be reaped: {}",
                     lnk_common::Causes(&err)

@@ -33,13 +33,15 @@ pub use lnk_proc::reaper::LEFTOVER_GRACE;
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often a call that asked for progress hears of it.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-/// How long a reaper asked to stop may take to end before it is killed itself (a safety net:
-/// it ends at once, its sandbox killed).
-const REAPER_STUCK: Duration = Duration::from_secs(10);
+use crate::reaper::REAPER_STUCK;
 /// How long past the deadline a timeout waits for the reaper to report that the sandbox
 /// started (it does within a millisecond) before it stops the call anyway: a program that
 /// SIGSTOPs its reaper before the report would otherwise hold the call past its timeout.
 const START_REPORT_WAIT: Duration = Duration::from_secs(1);
+/// How long past the leftover grace after the sandbox's end the reaper may take to say it is
+/// `done` (it does within a millisecond of killing the leftovers) before it is stopped: a
+/// leftover that stops its reaper would otherwise hold the call's answer for ever.
+const END_REPORT_WAIT: Duration = Duration::from_secs(1);
 
 /// What another thread holds to cancel a call in flight.
 #[derive(Debug)]
@@ -105,8 +107,8 @@ pub enum NotRun {
     FolderChanged(i32),
     /// The sandbox's stub did not take the call in time, and was killed.
     #[error(
-        "the sandbox started ahead of the call did not take it within {:?} (a program stopped \
-         it, or the machine is starved); it was killed",
+        "the sandbox started ahead of the call did not confirm the program's start within {:?} \
+         (a program stopped it, or the machine is starved), and was killed",
         lnk_proc::reaper::warm::HAND_OFF_LIMIT
     )]
     StubStuck,
@@ -256,6 +258,9 @@ fn watch(
         };
         phase = next;
         let wake_at = next_progress.min(match phase {
+            CallPhase::Running if let Some((_, at)) = seen.exited => {
+                at + LEFTOVER_GRACE + END_REPORT_WAIT
+            }
             CallPhase::Running if seen.exited.is_none() && seen.started => deadline,
             CallPhase::Running if seen.exited.is_none() => deadline + START_REPORT_WAIT,
             CallPhase::Stopping { since } => since + REAPER_STUCK,
@@ -327,8 +332,14 @@ fn next_phase(
             // that what it reports is the sandbox's own end, killed.
             let time_up = seen.exited.is_none()
                 && ((seen.started && now >= deadline) || now >= deadline + START_REPORT_WAIT);
-            if control.is_cancelled() || time_up {
-                seen.timed_out = !control.is_cancelled();
+            let end_overdue = seen
+                .exited
+                .is_some_and(|(_, at)| now >= at + LEFTOVER_GRACE + END_REPORT_WAIT);
+            if end_overdue && !control.is_cancelled() {
+                tracing::warn!("a call's reaper did not end after its sandbox did; stopping it");
+            }
+            if control.is_cancelled() || time_up || end_overdue {
+                seen.timed_out = time_up && !control.is_cancelled();
                 reaper.stop();
                 CallPhase::Stopping { since: now }
             } else {

@@ -4,9 +4,15 @@
 
 use std::io;
 use std::process::Child;
+use std::time::{Duration, Instant};
 
 use lnk_proc::reaper::{Reports, proven};
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process, waitid};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions, kill_process, waitid};
+
+/// How long a reaper asked to stop may take to end before it is killed itself (a safety net:
+/// it ends at once, its sandbox killed).
+pub const REAPER_STUCK: Duration = Duration::from_secs(10);
 
 /// The hidden subcommand that makes `lnk-link-run` a call's reaper (see
 /// [`lnk_proc::reaper`]); `main` takes it before anything else.
@@ -44,6 +50,21 @@ impl Reaper {
         }
     }
 
+    /// Ends and reaps a reaper that said `done` (everything of its call dead and reaped), after
+    /// the call's answer. It exits by itself at once; asked to stop all the same, since a
+    /// `done` it did not say (a program that could open its report pipe, which only a sandbox
+    /// without a user namespace, as root, allows) must not leave the call running past its
+    /// answer, and one a program stopped is woken. One that does not end in
+    /// [`REAPER_STUCK`] is killed. A stop that comes after `done` does nothing more.
+    pub fn finish_after_done(self) -> io::Result<()> {
+        self.stop();
+        if !exits_within(&self.child, REAPER_STUCK) {
+            tracing::warn!("a call's reaper did not end after it said done; killing it");
+            self.kill();
+        }
+        self.finish()
+    }
+
     /// Waits for the reaper's end and reaps it. A reaper that did not end by itself (it was
     /// killed) may have left processes behind: those still in its session, whose id cannot
     /// have been reused while the reaper is unreaped, are killed first.
@@ -68,5 +89,28 @@ impl Reaper {
             );
         }
         self.child.wait().map(drop)
+    }
+}
+
+/// Whether `child` (unreaped) has ended, or ends within `limit`.
+pub fn exits_within(child: &Child, limit: Duration) -> bool {
+    let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+        return true;
+    };
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
+        // Only a pid that is gone (reaped) cannot be opened: it has ended.
+        return true;
+    };
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = Timespec::try_from(left).ok();
+        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) if !left.is_zero() => {}
+            Err(_) => return false,
+        }
     }
 }

@@ -148,6 +148,9 @@ impl<'a> Reaping<'a> {
         }
         // Everything else is gone: the leader may go too.
         let _ = waitid(WaitId::Pid(self.sandbox.pid), WaitIdOptions::EXITED);
+        // Nothing is left to kill: from here a parent's death needs no clean-up, and SIGKILL
+        // ends even a reaper a program stopped (a stopped one would keep a SIGTERM pending).
+        let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
         let mut last: Vec<Event> = self.exit_to_report().into_iter().collect();
         if self.leftovers {
             last.push(Event::Leftovers);

@@ -10,7 +10,7 @@
 //! | `exec-failed <errno>` | the sandbox could not be executed; nothing ran |
 //! | `failed <errno>` | the reaper itself could not set up (before anything ran) |
 //! | `folder-refused <errno>` | the warm sandbox's stub refused the call's working folder, which changed after the call arrived; nothing ran |
-//! | `stub-stuck` | the warm sandbox's stub did not take the call in time (it was stopped, or starved); it was killed and nothing ran |
+//! | `stub-stuck` | the warm sandbox's stub did not confirm the program's start in time (it was stopped, or starved); it was killed |
 //!
 //! `done`, or the pipe's end (EOF: the reaper has exited), means everything it started is dead;
 //! a parent may answer for the call at `done`, and reap the reaper after.
@@ -46,8 +46,8 @@ pub enum Event {
     /// The stub of the call's warm sandbox refused its working folder (the errno): it changed
     /// after the call arrived. Nothing ran.
     FolderRefused(i32),
-    /// The stub of the call's warm sandbox did not take the call within
-    /// [`super::warm::HAND_OFF_LIMIT`]; it was killed, and nothing ran.
+    /// The stub of the call's warm sandbox did not confirm the program's start within
+    /// [`super::warm::HAND_OFF_LIMIT`]; it was killed (most likely before it ran anything).
     StubStuck,
 }
 

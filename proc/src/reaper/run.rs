@@ -53,6 +53,12 @@ fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
     close_on_exec_beyond_stdio();
     let signals = BlockedSignals::new().map_err(|err| failed(report, &err))?;
     children::become_subreaper().map_err(|err| failed(report, &err))?;
+    // Not dumpable: under a sandbox without a PID namespace a program (the same user) could
+    // otherwise open this process's descriptors through /proc: write a forged report into its
+    // report pipe, or, in a spare, read or write the pipes of the call it will run. (Its
+    // children are dumpable again once they `exec`.)
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|err| failed(report, &err.into()))?;
     Ok(signals)
 }
 

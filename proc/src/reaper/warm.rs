@@ -24,8 +24,10 @@
 //!   path again, where a sandbox may fall back to another folder (bubblewrap goes to `/`);
 //! - the stub did not take the call within [`HAND_OFF_LIMIT`] (it was stopped by a program of
 //!   an earlier call, which only a sandbox without a PID namespace allows, or starved): it is
-//!   killed and the call is not run. Once the spec is sent a cold start could run the program
-//!   twice, should the stub have been just about to `exec` it.
+//!   killed and the call is not started again. Once the spec is sent a cold start could run
+//!   the program twice, should the stub have been just about to `exec` it. (A program that can
+//!   stop the stub can also stop this process between that decision and the kill, and let the
+//!   stub run meanwhile: the answer says the program most likely did not run.)
 //!
 //! An idle warm sandbox costs no CPU (the stub sleeps in a read, the reaper in a poll). A stub
 //! that dies while idle is replaced; one that cannot get ready [`TRIES`] times in a row makes
@@ -99,8 +101,8 @@ pub enum Handed {
     /// The stub refused the call's working folder (the errno): it changed after the call
     /// arrived. The warm sandbox is gone, and nothing ran.
     FolderRefused(i32),
-    /// The stub did not take the call within [`HAND_OFF_LIMIT`]. The warm sandbox is gone, and
-    /// nothing ran.
+    /// The stub did not confirm the program's start within [`HAND_OFF_LIMIT`]. The warm sandbox
+    /// is gone (killed, most likely before it ran anything).
     Stuck,
 }
 

@@ -61,9 +61,10 @@ fn not_run_text(not_run: NotRun, dir: &str) -> String {
             crate::protocol::cut_short(dir)
         ),
         NotRun::StubStuck => format!(
-            "{not_run}. Nothing ran; call again. (Only a program that can see the waiting \
-             sandboxes can stop them: one of an earlier call, under a sandbox without a PID \
-             namespace of its own.)"
+            "{not_run}. Most likely nothing ran: call again, unless running the command twice \
+             would do harm. (Only a program that can see the waiting sandboxes can stop them, \
+             one of an earlier call under a sandbox without a PID namespace of its own; such a \
+             program could also have let the command start just as it was killed.)"
         ),
     }
 }

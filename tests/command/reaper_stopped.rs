@@ -1,0 +1,116 @@
+//! A program against its own reaper and the spares, where it can see them (the pass-through
+//! prefix: no PID namespace): a leftover that stops the reaper after the program's end, spares
+//! stopped and then thrown away, and a report forged through `/proc`. Each call is still
+//! answered, in time, with what really happened.
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use lnk_tests::containment::argv_of;
+use lnk_tests::procs::{marker, wait_gone};
+use lnk_tests::results::ran;
+use lnk_tests::sandbox::Sandbox;
+use lnk_tests::serve::cold_starts;
+use lnk_tests::setup::Setup;
+use lnk_tests::stubs::{descendants, pid_words, stubs, wait_stubs};
+
+/// The answer of a call whose program leaves `sleep` behind, which stops the call's reaper
+/// (the program's parent under the pass-through prefix) 0.3 s after the program exited with
+/// code 5: the reaper is woken and stops what is left 2 s after the end at the latest (a
+/// second of leftover grace and one to say it is done), and the call is answered as it ended.
+fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().timeout("60s").start();
+    let mark = marker();
+    // The leftover is a shell whose `$0` is the marker, so that it can be found.
+    let script = format!(
+        "sh -c 'sleep 0.3; kill -STOP $1; sleep 30; :' {mark} $PPID >/dev/null 2>&1 & exit 5"
+    );
+    let started = Instant::now();
+    let id = serve.send_call(json!({"program": "sh", "args": ["-c", script]}), None);
+    let result = serve.call_result(id, Duration::from_secs(20));
+    let took = started.elapsed();
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 5, "{result}");
+    assert_eq!(value["timed_out"], false, "{result}");
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    assert_eq!(value["leftovers_killed"], true, "{result}");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+#[test]
+fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer_warm() {
+    a_leftover_that_stops_its_reaper_does_not_hold_the_answer();
+}
+
+#[test]
+fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer_cold() {
+    cold_starts(a_leftover_that_stops_its_reaper_does_not_hold_the_answer);
+}
+
+/// A call's program stops every spare reaper and stub waiting for later calls; then the files
+/// folder is replaced, so that serve throws the spares away (their sandboxes show the old
+/// one). A stopped spare is woken to hear it: the next call is answered at once (cold), never
+/// held by a spare that cannot end.
+#[test]
+fn stopped_spares_thrown_away_do_not_hold_a_call() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().timeout("5s").start();
+    wait_stubs(serve.pid(), 4, &[]);
+    let mut waiting: Vec<i32> = descendants(serve.pid())
+        .into_iter()
+        .filter(|pid| argv_of(*pid).iter().any(|arg| arg == "--spare"))
+        .collect();
+    waiting.extend(stubs(serve.pid()));
+    let list = pid_words(&waiting);
+    let script =
+        format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
+    ran(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
+    let files = &setup.files;
+    let old = files.with_extension("old");
+    std::fs::rename(files, &old).unwrap();
+    std::fs::create_dir(files).unwrap();
+    let started = Instant::now();
+    let id = serve.send_call(json!({"program": "echo", "args": ["hi"]}), None);
+    let result = serve.call_result(id, Duration::from_secs(30));
+    let took = started.elapsed();
+    assert_eq!(ran(&result)["stdout"], "hi\n", "{result}");
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+}
+
+/// As an ordinary user (`nobody`) under the pass-through prefix, a program opens its reaper's
+/// report pipe through `/proc` to say the call is done while it goes on: the reaper is not
+/// dumpable, so it cannot, and the answer waits for the program's real end.
+#[test]
+fn a_program_cannot_forge_its_reapers_report() {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let setup = Setup::new(Sandbox::Passthrough);
+    let root = setup.root.path();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    chown_all(root, NOBODY);
+    let mut serve = setup.serve().timeout("20s").run_as(NOBODY).start();
+    let script = "printf 'exited code 0\\ndone\\n' >/proc/$PPID/fd/3 && echo forged; \
+                  sleep 1; echo ended >&2; exit 3";
+    let result = serve.call(json!({"program": "sh", "args": ["-c", script]}));
+    let value = ran(&result);
+    assert_eq!(value["stdout"], "", "{result}");
+    assert_eq!(
+        value["stderr"].as_str().map(|e| e.ends_with("ended\n")),
+        Some(true),
+        "{result}"
+    );
+    assert_eq!(value["exit_code"], 3, "{result}");
+}
+
+fn chown_all(path: &std::path::Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            chown_all(&entry.unwrap().path(), uid);
+        }
+    }
+}
