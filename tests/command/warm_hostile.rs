@@ -19,6 +19,8 @@ use lnk_tests::stubs::{assert_all_die, descendants, pid_words, stdout_of, stubs,
 
 lnk_tests::every_sandbox_warm_and_cold!(stopped_waiting_processes_die_with_serve);
 
+every_sandbox!(stopped_warm_sandboxes_are_woken_for_their_call);
+
 every_sandbox!(
     stopped_stubs_neither_stall_a_later_call_nor_run_it_late,
     a_program_cannot_write_into_a_later_calls_pipes_or_channel,
@@ -423,5 +425,46 @@ fn serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing(sandbox: Sandb
             !setup.files.join("late").exists(),
             "the call's program ran after serve's end"
         );
+    }
+}
+
+/// A call's program stops the sandbox processes that wait for later calls (bubblewrap's, or
+/// the stubs under the pass-through prefix; it sees them without a PID namespace): a later
+/// call that takes one wakes it, and is answered as soon as its program ends, never at its
+/// timeout.
+fn stopped_warm_sandboxes_are_woken_for_their_call(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().timeout("20s").start();
+    let waiting = wait_stubs(serve.pid(), 4, &[]);
+    let sandboxes: Vec<i32> = descendants(serve.pid())
+        .into_iter()
+        .filter(|pid| !argv_of(*pid).iter().any(|arg| arg == "--spare"))
+        .filter(|pid| !waiting.contains(pid) || sandbox == Sandbox::Passthrough)
+        .collect();
+    let list = pid_words(&sandboxes);
+    // Not its own call's sandbox: its ancestors are skipped.
+    let script = format!(
+        "mine=' '; a=$$; while [ \"$a\" -gt 1 ]; do mine=\"$mine$a \"; \
+         a=$(sed 's/.*) //' /proc/$a/stat | cut -d' ' -f2); done; \
+         for p in {list}; do case \"$mine\" in *\" $p \"*) ;; *) kill -STOP $p 2>/dev/null;; \
+         esac; done; true"
+    );
+    stdout_of(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
+    for round in 0..4 {
+        let started = Instant::now();
+        let id = serve.send_call(json!({"program": "echo", "args": ["hi"]}), None);
+        let result = serve.call_result(id, Duration::from_secs(30));
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "round {round}: {took:?}: {result}"
+        );
+        let text = result["content"][0]["text"].as_str().unwrap_or("");
+        assert!(
+            result["structuredContent"]["stdout"] == "hi\n"
+                || text.contains("did not confirm the program's start"),
+            "round {round}: {result}"
+        );
+        assert_ne!(result["structuredContent"]["timed_out"], true, "{result}");
     }
 }

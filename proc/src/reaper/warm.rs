@@ -292,6 +292,11 @@ impl Waiting {
     /// is seen as ended.
     fn hand(&self, spec: &[u8], signal_fd: BorrowedFd<'_>) -> Result<(), NotTaken> {
         let failed = |err: Errno| NotTaken::Failed(err.into());
+        // The sandbox's own processes (its group) may have been stopped while they waited, by
+        // a program that could see them (no PID namespace): a stopped sandbox would hold the
+        // call past its program's end. (The stub, in a session of its own under some
+        // sandboxes, has the hand-off's limit.)
+        let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::CONT);
         let mut sent = 0;
         while sent < spec.len() {
             match rustix::net::send(&self.channel, &spec[sent..], SendFlags::NOSIGNAL) {
