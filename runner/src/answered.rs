@@ -15,22 +15,19 @@ thread_local! {
 /// The reapers this thread is to reap once its answer is out.
 struct Answered(Vec<Reaper>);
 
-impl Answered {
-    fn reap(&mut self) {
+impl Drop for Answered {
+    fn drop(&mut self) {
         for reaper in self.0.drain(..) {
-            if let Err(err) = reaper.finish_after_done() {
+            // Asked to stop all the same: a `done` it did not say (a program that could open
+            // its report pipe, which only root under a sandbox without a user namespace can)
+            // must not leave the call running past its answer.
+            if let Err(err) = reaper.stop_and_finish() {
                 tracing::warn!(
                     "a call's reaper could not be reaped: {}",
                     lnk_common::Causes(&err)
                 );
             }
         }
-    }
-}
-
-impl Drop for Answered {
-    fn drop(&mut self) {
-        self.reap();
     }
 }
 
@@ -42,5 +39,6 @@ pub fn reap_after_answer(reaper: Reaper) {
 /// Reaps the reapers of this thread's calls that were answered.
 pub fn reap_answered() {
     let reapers = ANSWERED.with(|answered| std::mem::take(&mut answered.borrow_mut().0));
-    Answered(reapers).reap();
+    // Reaped as it is dropped.
+    drop(Answered(reapers));
 }

@@ -50,16 +50,14 @@ impl Reaper {
         }
     }
 
-    /// Ends and reaps a reaper that said `done` (everything of its call dead and reaped), after
-    /// the call's answer. It exits by itself at once; asked to stop all the same, since a
-    /// `done` it did not say (a program that could open its report pipe, which only a sandbox
-    /// without a user namespace, as root, allows) must not leave the call running past its
-    /// answer, and one a program stopped is woken. One that does not end in
-    /// [`REAPER_STUCK`] is killed. A stop that comes after `done` does nothing more.
-    pub fn finish_after_done(self) -> io::Result<()> {
+    /// Asks the reaper to stop ([`Reaper::stop`], which wakes one a program stopped), kills it
+    /// should it not end within [`REAPER_STUCK`], and reaps it ([`Reaper::finish`]): bounded,
+    /// whatever a program did to it. For a reaper that said `done` (a stop then does nothing
+    /// more) and for a spare thrown away.
+    pub fn stop_and_finish(self) -> io::Result<()> {
         self.stop();
         if !exits_within(&self.child, REAPER_STUCK) {
-            tracing::warn!("a call's reaper did not end after it said done; killing it");
+            tracing::warn!("a reaper did not end when asked to; killing it");
             self.kill();
         }
         self.finish()
@@ -93,7 +91,7 @@ impl Reaper {
 }
 
 /// Whether `child` (unreaped) has ended, or ends within `limit`.
-pub fn exits_within(child: &Child, limit: Duration) -> bool {
+fn exits_within(child: &Child, limit: Duration) -> bool {
     let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
         return true;
     };

@@ -38,7 +38,7 @@ use lnk_proc::reaper::warm::{Place, WARM};
 use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use crate::reaper::{REAP, REAPER_STUCK, Reaper, exits_within};
+use crate::reaper::{REAP, Reaper};
 use crate::sync::lock;
 
 /// How long a call waits for a spare still starting to say `ready` before it starts a reaper of
@@ -396,23 +396,17 @@ impl Spare {
 
     /// Stops and reaps a spare that will not run a call. It has run nothing (it runs a call
     /// only once the spec is whole, and a spec that was sent whole is not taken back); asked to
-    /// stop, it kills its warm sandbox, if any, before it ends.
-    /// A spare a program stopped (which a sandbox without a PID namespace allows) is woken to
-    /// hear it, and one that does not end in [`REAPER_STUCK`] is killed: the call that threw it
-    /// away never waits on it for longer.
-    pub fn dispose(mut self) {
-        let pid = i32::try_from(self.child.id())
-            .ok()
-            .and_then(rustix::process::Pid::from_raw);
-        if let Some(pid) = pid {
-            // Unreaped, so still ours.
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
-            if !exits_within(&self.child, REAPER_STUCK) {
-                tracing::warn!("a spare reaper did not end when asked to; killing it");
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
-        let _ = self.child.wait();
+    /// stop, it kills its warm sandbox, if any, before it ends. One a program stopped (which a
+    /// sandbox without a PID namespace allows) is woken, and one that does not end is killed
+    /// ([`Reaper::stop_and_finish`]): the call that threw it away never waits on it for long.
+    pub fn dispose(self) {
+        let Spare {
+            child,
+            reports,
+            control,
+            files_id: _,
+        } = self;
+        drop(control);
+        let _ = Reaper { child, reports }.stop_and_finish();
     }
 }

@@ -223,13 +223,19 @@ class HostCheck(Check):
             return
         finally:
             server.close()
-        calls = standin.calls_seen(str(requests))
-        (self.root / "seen.json").write_text(json.dumps(calls, indent=2, ensure_ascii=False))
-        self.calls = calls
+        calls = self.keep_calls(requests)
         self.took = took
         if code != 0:
             self.problems.append(f"the host's turn exited with {code!r}")
         self.problems.extend(judge(calls))
+
+    def keep_calls(self, requests):
+        """The tool calls the stand-in saw in its log `requests`, kept as the check's and
+        written to `seen.json` beside it."""
+        calls = standin.calls_seen(str(requests))
+        (self.root / "seen.json").write_text(json.dumps(calls, indent=2, ensure_ascii=False))
+        self.calls = calls
+        return calls
 
     def turn_env(self, home, url):
         return self.env(home)

@@ -121,9 +121,7 @@ class ClaudeCodeTasks(ClaudeCode):
             return
         finally:
             server.close()
-        calls = standin.calls_seen(str(requests))
-        (self.root / "seen.json").write_text(json.dumps(calls, indent=2, ensure_ascii=False))
-        self.calls = calls
+        calls = self.keep_calls(requests)
         self.judge(requests, calls)
 
     def configure(self, home, url):

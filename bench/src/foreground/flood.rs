@@ -63,20 +63,18 @@ pub(super) fn flood(
          (p90 column: throughput of the p90 time, the slow end)",
         options.flood_runs
     ));
-    report.row(Row::value_n(
-        "serve: one `command` call",
-        s.n,
-        format!("{:.0} MB/s", mbps(s.median)),
-        format!("{:.0} MB/s", mbps(s.p90)),
-        None,
-    ));
-    report.row(Row::value_n(
-        "writer | cat >/dev/null",
-        c.n,
-        format!("{:.0} MB/s", mbps(c.median)),
-        format!("{:.0} MB/s", mbps(c.p90)),
-        None,
-    ));
+    for (name, times) in [
+        ("serve: one `command` call", &s),
+        ("writer | cat >/dev/null", &c),
+    ] {
+        report.row(Row::value_n(
+            name,
+            times.n,
+            format!("{:.0} MB/s", mbps(times.median)),
+            format!("{:.0} MB/s", mbps(times.p90)),
+            None,
+        ));
+    }
     report.row(Row::value(
         "ratio serve / cat (medians)",
         format!("{ratio:.2}"),

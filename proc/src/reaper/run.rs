@@ -169,12 +169,8 @@ fn run_set_up(
             exec_pipe: None,
         }),
         (Handed::Failed(err), _) => return failed(err),
-        (Handed::FolderRefused(errno), _) => {
-            report.send(Event::FolderRefused(errno));
-            return ExitCode::from(FAILED_EXIT);
-        }
-        (Handed::Stuck, _) => {
-            report.send(Event::StubStuck);
+        (Handed::NotRun(event), _) => {
+            report.send(event);
             return ExitCode::from(FAILED_EXIT);
         }
         // A test's hold between fork and exec needs a fork of this process's own.

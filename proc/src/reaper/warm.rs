@@ -98,12 +98,10 @@ pub enum Handed {
     /// The warm sandbox could not run the call, and the call asked for it alone
     /// ([`Options::warm_only`]).
     Failed(io::Error),
-    /// The stub refused the call's working folder (the errno): it changed after the call
-    /// arrived. The warm sandbox is gone, and nothing ran.
-    FolderRefused(i32),
-    /// The stub did not confirm the program's start within [`HAND_OFF_LIMIT`]. The warm sandbox
-    /// is gone (killed, most likely before it ran anything).
-    Stuck,
+    /// The warm sandbox did not run the call, and a cold start could do no better: this event
+    /// ([`Event::FolderRefused`], [`Event::StubStuck`]) is the call's answer. The warm sandbox
+    /// is gone.
+    NotRun(Event),
 }
 
 /// Why a stub did not take the call it was handed.
@@ -111,10 +109,9 @@ pub enum Handed {
 enum NotTaken {
     /// It said so: it could not run the call (a cold start may).
     Failed(io::Error),
-    /// It refused the working folder, with this errno.
-    Folder(i32),
-    /// It said nothing within [`HAND_OFF_LIMIT`].
-    Stuck,
+    /// It refused the working folder ([`Event::FolderRefused`]), or said nothing within
+    /// [`HAND_OFF_LIMIT`] ([`Event::StubStuck`]).
+    NotRun(Event),
 }
 
 impl Warm {
@@ -199,9 +196,6 @@ impl Warm {
         let Some(argv) = after_prefix(&self.prefix, &options.argv) else {
             return cold(self, "the call's sandbox is another");
         };
-        if !self.sandbox.as_ref().is_some_and(|w| w.ready) {
-            return cold(self, "the stub is not ready");
-        }
         let spec = StubSpec {
             place,
             null_stdin: options.null_stdin,
@@ -210,8 +204,8 @@ impl Warm {
         let Some(spec) = spec.encode() else {
             return cold(self, "the call is too large for the stub");
         };
-        let Some(waiting) = self.sandbox.take() else {
-            return cold(self, "the stub is gone");
+        let Some(waiting) = self.sandbox.take_if(|waiting| waiting.ready) else {
+            return cold(self, "the stub is not ready");
         };
         let not_taken = match waiting.hand(&spec, signals.fd()) {
             Ok(()) => return Handed::Warm(waiting.pid),
@@ -219,15 +213,16 @@ impl Warm {
         };
         self.sandbox = Some(waiting);
         self.discard();
-        match (not_taken, options.warm_only) {
-            (NotTaken::Failed(_), false) => Handed::Cold,
-            (NotTaken::Folder(errno), false) => Handed::FolderRefused(errno),
-            (NotTaken::Stuck, false) => Handed::Stuck,
-            (NotTaken::Failed(err), true) => Handed::Failed(err),
-            (NotTaken::Folder(errno), true) => Handed::Failed(io::Error::from_raw_os_error(errno)),
-            (NotTaken::Stuck, true) => Handed::Failed(io::Error::other(format!(
+        match not_taken {
+            NotTaken::Failed(err) if options.warm_only => Handed::Failed(err),
+            NotTaken::Failed(_) => Handed::Cold,
+            NotTaken::NotRun(Event::FolderRefused(errno)) if options.warm_only => {
+                Handed::Failed(io::Error::from_raw_os_error(errno))
+            }
+            NotTaken::NotRun(_) if options.warm_only => Handed::Failed(io::Error::other(format!(
                 "the stub did not take the call within {HAND_OFF_LIMIT:?}"
             ))),
+            NotTaken::NotRun(event) => Handed::NotRun(event),
         }
     }
 
@@ -312,7 +307,7 @@ impl Waiting {
         loop {
             let left = limit.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(NotTaken::Stuck);
+                return Err(NotTaken::NotRun(Event::StubStuck));
             }
             let mut fds = [
                 PollFd::new(&self.channel, PollFlags::IN),
@@ -350,7 +345,7 @@ impl Waiting {
             if got == said.len() {
                 let errno = i32::from_ne_bytes([said[1], said[2], said[3], said[4]]);
                 return Err(match said[0] {
-                    FOLDER_REFUSED => NotTaken::Folder(errno),
+                    FOLDER_REFUSED => NotTaken::NotRun(Event::FolderRefused(errno)),
                     _ => NotTaken::Failed(io::Error::from_raw_os_error(errno)),
                 });
             }
