@@ -1,5 +1,5 @@
-//! The one way a tool call runs: registered in flight, run on a thread of its own (a panic is
-//! the call's refusal, not the server's end), its id freed, answered unless it was cancelled,
+//! The one way a tool call runs: registered in flight, run on a thread of its own while it
+//! runs (`call_threads`; a panic is the call's refusal, not the server's end), its id freed, answered unless it was cancelled,
 //! and its place given back — in that order, for every tool.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -32,7 +32,8 @@ pub struct ToolCall {
     pub tasks: bool,
 }
 
-/// Starts `call` on a thread of its own, which answers it. A call that may not start is
+/// Starts `call` on a thread of its own (one that waited for a call, or a new one), which
+/// answers it. A call that may not start is
 /// answered here: a refusal, or an error for an id already in flight.
 pub fn dispatch(toolbox: &Arc<Toolbox>, calls: &Arc<Calls>, writer: &Writer, call: ToolCall) {
     let in_flight = match calls.begin(&call.id) {
@@ -49,14 +50,15 @@ pub fn dispatch(toolbox: &Arc<Toolbox>, calls: &Arc<Calls>, writer: &Writer, cal
     let id = call.id.clone();
     let thread_toolbox = Arc::clone(toolbox);
     let thread_writer = writer.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!(
-            "{} {}",
-            call.tool.name(),
-            protocol::cut_short(&call.id.to_string())
-        ))
-        .spawn(move || run(&thread_toolbox, &thread_writer, call, in_flight));
-    if let Err(err) = spawned {
+    let name = format!(
+        "{} {}",
+        call.tool.name(),
+        protocol::cut_short(&call.id.to_string())
+    );
+    let started = crate::call_threads::run(name, move || {
+        run(&thread_toolbox, &thread_writer, call, in_flight);
+    });
+    if let Err(err) = started {
         // The thread's closure, and the call's place with it, was dropped: the id is free.
         let error = RpcError::new(
             id,

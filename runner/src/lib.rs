@@ -3,7 +3,7 @@
 //!
 //! Its parts, each depending only on those after it: `cli` checks the flags into a
 //! `config::Config`; `server` reads requests and answers the protocol's own methods through
-//! the one stdout `writer`; `dispatch` runs each tool call on a thread of its own, registered
+//! the one stdout `writer`; `dispatch` runs each tool call on a thread of its own (`call_threads`, threads that wait for the next call once theirs is answered), registered
 //! in `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
 //! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
 //! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
@@ -16,6 +16,7 @@ mod answered;
 mod background;
 mod call;
 mod call_pipes;
+mod call_threads;
 mod calls;
 mod capture;
 mod check;
