@@ -1,7 +1,8 @@
 //! Item 5 of `lnk-bench foreground` (issue 22): `echo hi` at the client, one call in flight,
 //! interleaved in one run: Link Run warm and cold (`LNK_COLD_START=1`) under the README's
 //! recommended bubblewrap line and with the pass-through prefix, a direct spawn of each argv,
-//! and the peer to beat, mcp-server-commands 0.5.0 (installed from npm into a cache folder,
+//! the least a process started ahead of its call costs (`sh` woken to `exec echo hi`), and the
+//! peer to beat, mcp-server-commands 0.5.0 (installed from npm into a cache folder,
 //! run as its README says: its `build/index.js` under node). Back to back, spaced 100 ms
 //! apart, and both again with one core kept busy by a CPU hog the bench starts and kills.
 //! Then 32 calls at once, warm and cold under bubblewrap.
@@ -9,6 +10,7 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,6 +29,10 @@ const PEER: &str = "mcp-server-commands@0.5.0";
 const WARMUP: usize = 20;
 /// How long one call may take.
 const LIMIT: Duration = Duration::from_secs(30);
+/// The row of [`How::Waiting`].
+const WAITING: &str = "started ahead: sh woken, exec echo hi";
+/// The peer's row.
+const PEER_ROW: &str = "peer: mcp-server-commands 0.5.0";
 
 /// One thing measured.
 struct Target {
@@ -40,6 +46,11 @@ enum How {
     Server(Serve, Value),
     /// A direct spawn of this argv, output piped and waited for.
     Direct(Vec<OsString>),
+    /// The least a call to a process started ahead of it can cost: `sh`, started before the
+    /// timed call (and before the spacing), waiting on its stdin; the call is a line written
+    /// to it, on which it `exec`s this argv, output piped and waited for. No server, no
+    /// sandbox: what a warm call's hand-off would be with nothing else on its path.
+    Waiting(Vec<OsString>, Option<Child>),
 }
 
 impl Target {
@@ -79,8 +90,42 @@ impl Target {
                 }
                 Ok(took)
             }
+            How::Waiting(argv, ready) => {
+                let mut child = match ready.take() {
+                    Some(child) => child,
+                    None => start_waiting(argv)?,
+                };
+                let start = Instant::now();
+                let mut stdin = child.stdin.take().context("the waiting sh's stdin")?;
+                stdin
+                    .write_all(b"go\n")
+                    .with_context(|| format!("{}: waking it", self.name))?;
+                drop(stdin);
+                let out = child
+                    .wait_with_output()
+                    .with_context(|| format!("{}: waiting", self.name))?;
+                let took = start.elapsed();
+                if !out.status.success() || out.stdout != b"hi\n" {
+                    bail!("{}: {} {:?}", self.name, out.status, out.stderr);
+                }
+                // The next one waits through the spacing, as a spare does.
+                *ready = Some(start_waiting(argv)?);
+                Ok(took)
+            }
         }
     }
+}
+
+/// `sh` waiting for a line on its stdin, to `exec` `argv` then.
+fn start_waiting(argv: &[OsString]) -> Result<Child> {
+    Command::new("sh")
+        .args(["-c", "read -r _ && exec \"$@\"", "sh"])
+        .args(argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting a waiting sh")
 }
 
 /// A process that keeps one core busy until dropped.
@@ -206,7 +251,12 @@ pub(super) fn compare(
     });
     targets.push(Target {
         name: "direct: echo hi",
-        how: How::Direct(vec![echo, hi]),
+        how: How::Direct(vec![echo.clone(), hi.clone()]),
+        samples: Vec::new(),
+    });
+    targets.push(Target {
+        name: WAITING,
+        how: How::Waiting(vec![echo, hi], None),
         samples: Vec::new(),
     });
     match peer_command(&options.peer_cache) {
@@ -215,11 +265,7 @@ pub(super) fn compare(
             let file = File::create(&log).context("creating the peer's log")?;
             let peer = Serve::start_command("peer", command, file, &log)?;
             let params = json!({"name": "run_command", "arguments": {"command": "echo hi"}});
-            targets.push(Target::server(
-                "peer: mcp-server-commands 0.5.0",
-                peer,
-                params,
-            ));
+            targets.push(Target::server(PEER_ROW, peer, params));
         }
         Err(err) => report.note(&format!("the peer is not measured: {err:#}")),
     }
@@ -286,7 +332,7 @@ fn median_of(row: &[(&str, Duration)], name: &str) -> Option<f64> {
 
 /// The ratios the issue sets targets for, in one phase.
 fn ratios(report: &mut Report, row: &[(&str, Duration)]) {
-    let Some(peer) = median_of(row, "peer: mcp-server-commands 0.5.0") else {
+    let Some(peer) = median_of(row, PEER_ROW) else {
         return;
     };
     for (name, target) in [
@@ -313,6 +359,18 @@ fn summary(report: &mut Report, medians: &[Vec<(&'static str, Duration)>]) {
         return;
     };
     report.section("5. summary: spaced against back to back, one core busy against quiet");
+    // What every process pays on this machine when calls come apart, for comparison: the
+    // least a process started ahead of its call pays, a direct spawn, the peer.
+    for name in [WAITING, "direct: echo hi", PEER_ROW] {
+        if let (Some(a), Some(b)) = (median_of(quiet, name), median_of(spaced, name)) {
+            report.row(Row::value(
+                &format!("{name}: spaced - back to back"),
+                format!("{:.3} ms", b - a),
+                String::new(),
+                None,
+            ));
+        }
+    }
     for name in ["Link Run warm, bwrap", "Link Run warm, pass-through"] {
         if let (Some(a), Some(b)) = (median_of(quiet, name), median_of(spaced, name)) {
             let slower = b - a;
@@ -323,7 +381,7 @@ fn summary(report: &mut Report, medians: &[Vec<(&'static str, Duration)>]) {
                 Some(("<= 0.3 ms".into(), slower <= 0.3)),
             ));
         }
-        let peer = "peer: mcp-server-commands 0.5.0";
+        let peer = PEER_ROW;
         for (quiet_row, busy_row, how) in [
             (quiet, busy, "back to back"),
             (spaced, busy_spaced, "spaced"),
