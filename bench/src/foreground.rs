@@ -2,6 +2,7 @@
 //! baseline measured in the same run; warm and cold calls against a peer server
 //! ([`compare`]), and idle warm spares ([`idle`]).
 
+mod baselines;
 mod compare;
 mod concurrency;
 mod flood;
@@ -61,8 +62,12 @@ pub struct Options {
     /// For how long the idle spares are measured, in seconds (0 skips it).
     #[arg(long, default_value_t = 60)]
     pub idle_secs: u64,
+    /// Another build's `lnk-link-run`, measured warm beside this one in the comparison (rows
+    /// "baseline build: …", and this build minus it per phase): a change's effect, in one run.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
     /// Where the peer (mcp-server-commands 0.5.0) is installed from npm.
-    #[arg(long, default_value_os_t = compare::default_cache())]
+    #[arg(long, default_value_os_t = baselines::default_cache())]
     pub peer_cache: PathBuf,
 }
 

@@ -2,11 +2,12 @@
 //! answered, its thread waits, parked, for the next call (at most [`MAX_IDLE`] of them wait;
 //! any more end).
 //!
-//! Why not a new thread per call: the kernel places a new thread on the idlest CPU, and when
-//! calls come apart (as an agent's do) that CPU is asleep. Waking it cost 0.15 ms more than
-//! waking a parked thread, which the woken side mostly runs where its waker ran (measured on a
-//! 2-CPU VM: spawn and join 0.03 ms back to back, 0.18 ms 100 ms apart; a parked thread's
-//! round trip 0.01 and 0.03 ms). A parked thread uses no CPU and holds only its stack's pages.
+//! Why not a new thread per call: the kernel places a new thread by its balancing of new
+//! tasks, often on another CPU (asleep between an agent's calls, or busy with another
+//! process's work), while a parked thread is woken mostly where its waker runs. Measured on a
+//! 2-CPU VM against a new thread per call, interleaved call by call: 0.05 ms faster with calls
+//! 100 ms apart, and 0.5–0.6 ms with one core kept busy (`docs/choices.md`). A parked thread
+//! uses no CPU and holds only its stack's pages.
 //!
 //! A thread's name (`comm`, what `ps` and `/proc/<pid>/task/<tid>/comm` show) is its call's
 //! while the call runs, and [`IDLE_NAME`] while it waits.

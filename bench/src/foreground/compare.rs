@@ -11,20 +11,18 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::{Bins, Options, Place, on_path};
+use super::{Bins, Options, Place, baselines, on_path};
 use crate::report::{Report, Row};
 use crate::serve::Serve;
 use crate::stats::{self, Summary};
 
-/// The peer's package and version.
-const PEER: &str = "mcp-server-commands@0.5.0";
 /// Calls of each target before the timed ones.
 const WARMUP: usize = 20;
 /// How long one call may take.
@@ -93,7 +91,7 @@ impl Target {
             How::Waiting(argv, ready) => {
                 let mut child = match ready.take() {
                     Some(child) => child,
-                    None => start_waiting(argv)?,
+                    None => baselines::start_waiting(argv)?,
                 };
                 let start = Instant::now();
                 let mut stdin = child.stdin.take().context("the waiting sh's stdin")?;
@@ -109,23 +107,11 @@ impl Target {
                     bail!("{}: {} {:?}", self.name, out.status, out.stderr);
                 }
                 // The next one waits through the spacing, as a spare does.
-                *ready = Some(start_waiting(argv)?);
+                *ready = Some(baselines::start_waiting(argv)?);
                 Ok(took)
             }
         }
     }
-}
-
-/// `sh` waiting for a line on its stdin, to `exec` `argv` then.
-fn start_waiting(argv: &[OsString]) -> Result<Child> {
-    Command::new("sh")
-        .args(["-c", "read -r _ && exec \"$@\"", "sh"])
-        .args(argv)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting a waiting sh")
 }
 
 /// A process that keeps one core busy until dropped.
@@ -149,40 +135,6 @@ impl Drop for Hog {
     }
 }
 
-/// Installs the peer into `cache` (once) and gives the command that runs it.
-fn peer_command(cache: &Path) -> Result<Command> {
-    let package = cache.join("node_modules/mcp-server-commands");
-    let installed = std::fs::read_to_string(package.join("package.json"))
-        .is_ok_and(|text| text.contains("\"version\": \"0.5.0\""));
-    if !installed {
-        std::fs::create_dir_all(cache).with_context(|| format!("creating {}", cache.display()))?;
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(cache)
-            .arg(PEER)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .context("running npm")?;
-        if !status.success() {
-            bail!("npm install {PEER} failed: {status}");
-        }
-    }
-    let node = on_path("node").context("node is not on PATH")?;
-    let mut command = Command::new(node);
-    command.arg(package.join("build/index.js"));
-    Ok(command)
-}
-
-/// Where the peer is installed: `$XDG_CACHE_HOME/lnk-bench`, else `~/.cache/lnk-bench`.
-pub(super) fn default_cache() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("lnk-bench")
-}
-
 fn lnk_params() -> Value {
     json!({"name": "command", "arguments": {"program": "echo", "args": ["hi"]}})
 }
@@ -193,6 +145,28 @@ fn lnk(bins: &Bins, place: &Place, name: &str, prefix: Vec<OsString>, cold: bool
     let env: &[(&str, &std::ffi::OsStr)] = if cold { &cold_env } else { &[] };
     Serve::start_with_env(name, &place.serve_args(bins, name, prefix), env)
 }
+
+/// Starts another build's serve (`--baseline`), warm, for the comparison.
+fn baseline(
+    bins: &Bins,
+    place: &Place,
+    binary: &Path,
+    name: &str,
+    prefix: Vec<OsString>,
+) -> Result<Serve> {
+    let mut args = place.serve_args(bins, name, prefix);
+    args.binary = binary;
+    Serve::start_with_env(name, &args, &[])
+}
+
+/// The rows of `--baseline`, each with the row of this build it is compared with.
+const BASELINE_ROWS: [(&str, &str); 2] = [
+    ("baseline build: warm, bwrap", "Link Run warm, bwrap"),
+    (
+        "baseline build: warm, pass-through",
+        "Link Run warm, pass-through",
+    ),
+];
 
 /// Runs item 5 and its reports.
 pub(super) fn compare(
@@ -224,6 +198,10 @@ pub(super) fn compare(
         targets.push(Target::server("Link Run cold, bwrap", cold, lnk_params()));
         let mut argv = prefix.clone();
         argv.extend(["--".into(), echo.clone(), hi.clone()]);
+        if let Some(binary) = &options.baseline {
+            let other = baseline(bins, place, binary, "baseline-bwrap", prefix.clone())?;
+            targets.push(Target::server(BASELINE_ROWS[0].0, other, lnk_params()));
+        }
         targets.push(Target {
             name: "direct: bwrap line, echo hi",
             how: How::Direct(argv),
@@ -236,6 +214,10 @@ pub(super) fn compare(
         warm,
         lnk_params(),
     ));
+    if let Some(binary) = &options.baseline {
+        let other = baseline(bins, place, binary, "baseline-pass", pass.clone())?;
+        targets.push(Target::server(BASELINE_ROWS[1].0, other, lnk_params()));
+    }
     let cold = lnk(bins, place, "cold-pass", pass.clone(), true)?;
     targets.push(Target::server(
         "Link Run cold, pass-through",
@@ -259,7 +241,7 @@ pub(super) fn compare(
         how: How::Waiting(vec![echo, hi], None),
         samples: Vec::new(),
     });
-    match peer_command(&options.peer_cache) {
+    match baselines::peer_command(&options.peer_cache) {
         Ok(command) => {
             let log = place.root.path().join("peer.log");
             let file = File::create(&log).context("creating the peer's log")?;
@@ -310,6 +292,7 @@ pub(super) fn compare(
             row.push((target.name, summary.median));
         }
         ratios(report, &row);
+        against_baseline(report, &row);
         medians.push(row);
     }
     summary(report, &medians);
@@ -348,6 +331,20 @@ fn ratios(report: &mut Report, row: &[(&str, Duration)]) {
                 format!("{ratio:.2}x"),
                 String::new(),
                 target.map(|t| (format!("<= {t}x"), ratio <= t)),
+            ));
+        }
+    }
+}
+
+/// This build against `--baseline`, in one phase: the difference of the medians.
+fn against_baseline(report: &mut Report, row: &[(&str, Duration)]) {
+    for (other, this) in BASELINE_ROWS {
+        if let (Some(a), Some(b)) = (median_of(row, other), median_of(row, this)) {
+            report.row(Row::value(
+                &format!("{this} - {other}"),
+                format!("{:+.3} ms", b - a),
+                String::new(),
+                None,
             ));
         }
     }
