@@ -83,9 +83,7 @@ impl Target {
                     .output()
                     .with_context(|| format!("{}: spawning", self.name))?;
                 let took = start.elapsed();
-                if !out.status.success() || out.stdout != b"hi\n" {
-                    bail!("{}: {} {:?}", self.name, out.status, out.stderr);
-                }
+                said_hi(self.name, &out)?;
                 Ok(took)
             }
             How::Waiting(argv, ready) => {
@@ -103,15 +101,21 @@ impl Target {
                     .wait_with_output()
                     .with_context(|| format!("{}: waiting", self.name))?;
                 let took = start.elapsed();
-                if !out.status.success() || out.stdout != b"hi\n" {
-                    bail!("{}: {} {:?}", self.name, out.status, out.stderr);
-                }
+                said_hi(self.name, &out)?;
                 // The next one waits through the spacing, as a spare does.
                 *ready = Some(baselines::start_waiting(argv)?);
                 Ok(took)
             }
         }
     }
+}
+
+/// Whether a process of `name` ran `echo hi` to its end.
+fn said_hi(name: &str, out: &std::process::Output) -> Result<()> {
+    if !out.status.success() || out.stdout != b"hi\n" {
+        bail!("{name}: {} {:?}", out.status, out.stderr);
+    }
+    Ok(())
 }
 
 /// A process that keeps one core busy until dropped.
