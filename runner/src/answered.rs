@@ -2,7 +2,8 @@
 //! its call is dead and reaped ([`lnk_proc::reaper::Event::Done`]), and the call is answered
 //! then, without waiting for the reaper's own exit (its teardown, and serve's wait for it, are
 //! no part of the call). The call's thread reaps it right after the answer is out
-//! ([`reap_answered`]), or at its own end should it never get there.
+//! ([`reap_answered`]), or, should it never get there (a panic past the call's own
+//! `catch_unwind`), as the thread unwinds and ends.
 
 use std::cell::RefCell;
 

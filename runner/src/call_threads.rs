@@ -57,8 +57,9 @@ impl CallThreads {
             name,
             work: Box::new(work),
         };
-        // A thread that waits took its place in the list before it waited, so a send reaches
-        // it; one that ended in between (a panic) gives the job back.
+        // A thread in the list waits on its own channel, or is about to, and holds that
+        // channel's sender itself: a send reaches it. Should one fail all the same, the job
+        // comes back, for the next thread in the list or a new one.
         while let Some(waiting) = self.idle().pop() {
             match waiting.send(job) {
                 Ok(()) => return Ok(()),
@@ -102,12 +103,24 @@ impl CallThreads {
     }
 }
 
-/// Names this thread (the kernel keeps 15 bytes of it). A name that cannot be set (a NUL in
-/// it) leaves the last one: it is for people reading `ps`, nothing depends on it.
+/// Names this thread: the first 15 characters of `name` (the kernel keeps 15 bytes), each
+/// not printable in ASCII (a call's id is the client's to choose: a control character, a
+/// right-to-left override, half of a character cut short) shown as `?`. It is for people
+/// reading `ps`; should the kernel refuse it, the last name stays.
 fn name_this_thread(name: &str) {
-    let name: Vec<u8> = name.bytes().filter(|&b| b != 0).take(15).collect();
-    if let Ok(name) = CString::new(name) {
-        let _ = rustix::thread::set_name(&name);
+    let shown: String = name
+        .chars()
+        .take(15)
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if let Ok(shown) = CString::new(shown) {
+        let _ = rustix::thread::set_name(&shown);
     }
 }
 
@@ -155,6 +168,19 @@ mod tests {
         let (second_thread, second_name) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(second_thread, first_thread);
         assert_eq!(second_name, "second call wit");
+    }
+
+    #[test]
+    fn a_name_the_client_chose_is_shown_in_printable_ascii() {
+        let threads = pool(1);
+        let (tx, rx) = channel();
+        threads
+            .run("command \"a\u{e9}\u{202e}\n\0xyzw".into(), move || {
+                let _ = tx.send(comm());
+            })
+            .unwrap();
+        let name = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(name, "command \"a????x");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use lnk_tests::bins::link_supervise;
-use lnk_tests::procs::{fd_targets, poll, wait_no_supervisor, wait_supervisor};
+use lnk_tests::procs::{fd_targets, poll, thread_names, wait_no_supervisor, wait_supervisor};
 use lnk_tests::procs::{wait_for_role, wait_gone, with_marker};
 use lnk_tests::results::is_error;
 use lnk_tests::runs::{Bg, Flags};
@@ -18,19 +18,12 @@ use lnk_tests::sandbox::{Sandbox, path_str};
 use lnk_tests::serve::ANSWER;
 use lnk_tests::tools::{PROMPT, list_within, meta, procs_args, start, stop, stopped_run, tool};
 
-/// The threads of `pid`, but for call threads waiting for a call (serve keeps a few, named
-/// so, however many runs live: `runner/src/call_threads.rs`).
-fn threads(pid: i32) -> usize {
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    entries
-        .filter_map(|entry| entry.ok())
-        .filter(|entry| {
-            std::fs::read_to_string(entry.path().join("comm"))
-                .is_ok_and(|name| name.trim_end() != "call (idle)")
-        })
-        .count()
+/// The threads of `pid`, but for call threads waiting for a call (serve keeps up to four,
+/// named so, however many runs live: `runner/src/call_threads.rs`), and how many of those.
+fn threads(pid: i32) -> (usize, usize) {
+    let names = thread_names(pid);
+    let idle = names.iter().filter(|name| *name == "call (idle)").count();
+    (names.len() - idle, idle)
 }
 
 /// The children of `pid` (over all its threads), zombies included, but for serve's own
@@ -81,8 +74,9 @@ fn serve_holds_nothing_per_live_run() {
     let settled = |serve_pid: i32, at_most: usize| {
         let mut seen = 0;
         let ok = poll(ANSWER, || {
-            seen = threads(serve_pid);
-            seen <= at_most
+            let idle;
+            (seen, idle) = threads(serve_pid);
+            seen <= at_most && idle <= 4
         });
         (ok, seen)
     };

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
-use lnk_tests::procs::{marker, wait_for_role, wait_gone};
+use lnk_tests::procs::{marker, poll, thread_names, wait_for_role, wait_gone};
 use lnk_tests::results::{ok, ran};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
 use lnk_tests::serve::{ANSWER, Era, Serve};
@@ -161,6 +161,18 @@ fn calls_run_at_once(sandbox: Sandbox) {
         serve.inbox().iter().all(|m| m["id"] != slow),
         "the slow call ended early"
     );
+    // Their threads end, or wait for the next call: four at most wait, whatever the burst.
+    let mut names = Vec::new();
+    let settled = poll(ANSWER, || {
+        names = thread_names(serve.pid());
+        let idle = names.iter().filter(|name| *name == "call (idle)").count();
+        let calls = names
+            .iter()
+            .filter(|name| name.starts_with("command "))
+            .count();
+        idle <= 4 && calls <= 1
+    });
+    assert!(settled, "serve's threads after the calls: {names:?}");
 }
 
 /// Starts a call whose program has a child, stops serve with `stop`, and checks that serve exits

@@ -267,3 +267,14 @@ pub fn sleeps(pid: i32) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no voluntary_ctxt_switches for {pid}"))
 }
+
+/// The names (`comm`) of the threads of `pid`, read lossily (a name is cut at 15 bytes).
+pub fn thread_names(pid: i32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("comm")).ok())
+        .map(|name| String::from_utf8_lossy(&name).trim_end().to_owned())
+        .collect()
+}
