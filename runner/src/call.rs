@@ -169,12 +169,16 @@ pub fn run(
     let reaped = match &watched {
         Ok(seen) if seen.done => {
             crate::answered::reap_after_answer(reaper);
-            Ok(())
+            Ok(0)
         }
         _ => reaper.finish(),
     };
-    let watched = watched?;
-    reaped?;
+    let mut watched = watched?;
+    // Processes of the call that outlived a reaper killed before it could kill them (a
+    // leftover that killed it) were killed as it was reaped: leftovers all the same.
+    if reaped? > 0 {
+        watched.leftovers_killed = true;
+    }
     if control.is_cancelled() {
         return Ok(Ended::Cancelled);
     }

@@ -60,15 +60,15 @@ impl Reaper {
             tracing::warn!("a reaper did not end when asked to; killing it");
             self.kill();
         }
-        self.finish()
+        self.finish().map(drop)
     }
 
     /// Waits for the reaper's end and reaps it. A reaper that did not end by itself (it was
     /// killed) may have left processes behind: those still in its session, whose id cannot
-    /// have been reused while the reaper is unreaped, are killed first.
-    pub fn finish(mut self) -> io::Result<()> {
+    /// have been reused while the reaper is unreaped, are killed first. How many were.
+    pub fn finish(mut self) -> io::Result<usize> {
         let Some(pid) = self.pid() else {
-            return self.child.wait().map(drop);
+            return self.child.wait().map(|_| 0);
         };
         let status = loop {
             match waitid(
@@ -79,14 +79,15 @@ impl Reaper {
                 other => break other?,
             }
         };
+        let mut killed = 0;
         if status.as_ref().is_some_and(|s| !s.exited()) {
-            let killed = proven::kill_session(pid);
+            killed = proven::kill_session(pid);
             tracing::warn!(
                 killed,
                 "a call's reaper was killed; what was left in its session was killed"
             );
         }
-        self.child.wait().map(drop)
+        self.child.wait().map(|_| killed)
     }
 }
 

@@ -1,7 +1,7 @@
 //! A program against its own reaper and the spares, where it can see them (the pass-through
-//! prefix: no PID namespace): a leftover that stops the reaper after the program's end, spares
-//! stopped and then thrown away, and a report forged through `/proc`. Each call is still
-//! answered, in time, with what really happened.
+//! prefix: no PID namespace): a leftover that stops the reaper after the program's end, or
+//! kills it, spares stopped and then thrown away, and a report forged through `/proc`. Each
+//! call is still answered, in time, with what really happened.
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,34 @@ fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer() {
     assert!(took < Duration::from_secs(8), "answered after {took:?}");
     assert_eq!(value["leftovers_killed"], true, "{result}");
     wait_gone(&mark, Duration::from_secs(10));
+}
+
+/// The same, but the leftover SIGKILLs the reaper: what the reaper could no longer kill, serve
+/// kills as it reaps it, and the answer says leftovers were killed.
+fn a_leftover_that_kills_its_reaper_is_killed_and_said() {
+    let setup = Setup::new(Sandbox::Passthrough);
+    let mut serve = setup.serve().timeout("60s").start();
+    let mark = marker();
+    let script = format!(
+        "sh -c 'sleep 0.3; kill -KILL $1; sleep 30; :' {mark} $PPID >/dev/null 2>&1 & exit 5"
+    );
+    let id = serve.send_call(json!({"program": "sh", "args": ["-c", script]}), None);
+    let result = serve.call_result(id, Duration::from_secs(20));
+    let value = ran(&result);
+    assert_eq!(value["exit_code"], 5, "{result}");
+    assert_eq!(value["timed_out"], false, "{result}");
+    assert_eq!(value["leftovers_killed"], true, "{result}");
+    wait_gone(&mark, Duration::from_secs(10));
+}
+
+#[test]
+fn a_leftover_that_kills_its_reaper_is_killed_and_said_warm() {
+    a_leftover_that_kills_its_reaper_is_killed_and_said();
+}
+
+#[test]
+fn a_leftover_that_kills_its_reaper_is_killed_and_said_cold() {
+    cold_starts(a_leftover_that_kills_its_reaper_is_killed_and_said);
 }
 
 #[test]
