@@ -27,10 +27,10 @@ mod limits;
 /// Item 3: MCP over stdio in both eras, and JSON-RPC errors.
 #[path = "command/protocol.rs"]
 mod protocol;
-/// Item 4: the `command` tool — what runs, with what input and environment.
+/// Issue 22: a program against its own reaper and the spares, where it can see them.
 #[path = "command/reaper_stopped.rs"]
 mod reaper_stopped;
-
+/// Item 4: the `command` tool — what runs, with what input and environment.
 #[path = "command/tool.rs"]
 mod tool;
 /// Issue 22: warm sandboxes, started ahead of their calls.

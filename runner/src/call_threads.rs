@@ -15,7 +15,9 @@
 use std::ffi::CString;
 use std::io;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::sync::lock;
 
 /// How many threads wait for a call at most: enough for the calls an agent makes at once,
 /// few enough that a burst leaves next to nothing behind.
@@ -96,10 +98,8 @@ impl CallThreads {
         }
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Sender<Job>>> {
-        // The list is whole at every step (a push or a pop), so a panic elsewhere cannot have
-        // left it half changed.
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    fn idle(&self) -> MutexGuard<'_, Vec<Sender<Job>>> {
+        lock(&self.idle)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The one way a tool call runs: registered in flight, run on a thread of its own while it
-//! runs (`call_threads`; a panic is the call's refusal, not the server's end), its id freed, answered unless it was cancelled,
-//! and its place given back — in that order, for every tool.
+//! runs (`call_threads`; a panic is the call's refusal, not the server's end), its id freed,
+//! answered unless it was cancelled, and its place given back — in that order, for every tool.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -33,8 +33,8 @@ pub struct ToolCall {
 }
 
 /// Starts `call` on a thread of its own (one that waited for a call, or a new one), which
-/// answers it. A call that may not start is
-/// answered here: a refusal, or an error for an id already in flight.
+/// answers it. A call that may not start is answered here: a refusal, or an error for an id
+/// already in flight.
 pub fn dispatch(toolbox: &Arc<Toolbox>, calls: &Arc<Calls>, writer: &Writer, call: ToolCall) {
     let in_flight = match calls.begin(&call.id) {
         Ok(in_flight) => in_flight,

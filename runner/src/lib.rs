@@ -3,8 +3,9 @@
 //!
 //! Its parts, each depending only on those after it: `cli` checks the flags into a
 //! `config::Config`; `server` reads requests and answers the protocol's own methods through
-//! the one stdout `writer`; `dispatch` runs each tool call on a thread of its own (`call_threads`, threads that wait for the next call once theirs is answered), registered
-//! in `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
+//! the one stdout `writer`; `dispatch` runs each tool call on a thread of its own (one of
+//! `call_threads`, which wait for the next call once theirs is answered), registered in
+//! `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
 //! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
 //! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
 //! `background` holds the tools of background runs. Beside serve, `check` is the sandbox check

@@ -6,8 +6,9 @@ use std::io;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use lnk_proc::poll::poll_until;
 use lnk_proc::reaper::{Reports, proven};
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions, kill_process, waitid};
 
 /// How long a reaper asked to stop may take to end before it is killed itself (a safety net:
@@ -101,14 +102,12 @@ fn exits_within(child: &Child, limit: Duration) -> bool {
         return true;
     };
     let deadline = Instant::now() + limit;
+    let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let timeout = Timespec::try_from(left).ok();
-        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-        match poll(&mut fds, timeout.as_ref()) {
+        match poll_until(&mut fds, Some(deadline)) {
             Ok(0) => return false,
             Ok(_) => return true,
-            Err(rustix::io::Errno::INTR) if !left.is_zero() => {}
+            Err(rustix::io::Errno::INTR) if Instant::now() < deadline => {}
             Err(_) => return false,
         }
     }

@@ -236,7 +236,7 @@ fn write_loop(rx: Receiver<Message>, stdout: &Stdout) {
     for message in rx {
         match message {
             Message::Line(line) => {
-                let mut broken = stdout.broken.lock().unwrap_or_else(|p| p.into_inner());
+                let mut broken = crate::sync::lock(&stdout.broken);
                 stdout.write(&mut broken, &line);
                 drop(broken);
                 stdout.queued.fetch_sub(1, Ordering::SeqCst);

@@ -5,32 +5,52 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use lnk_tests::containment::argv_of;
 use lnk_tests::procs::{marker, wait_gone};
 use lnk_tests::results::ran;
 use lnk_tests::sandbox::Sandbox;
-use lnk_tests::serve::cold_starts;
+use lnk_tests::serve::{Serve, cold_starts};
 use lnk_tests::setup::Setup;
-use lnk_tests::stubs::{descendants, pid_words, stubs, wait_stubs};
+use lnk_tests::stubs::{spare_reapers, stop_script, stubs, wait_stubs};
 
-/// The answer of a call whose program leaves `sleep` behind, which stops the call's reaper
-/// (the program's parent under the pass-through prefix) 0.3 s after the program exited with
-/// code 5: the reaper is woken and stops what is left 2 s after the end at the latest (a
-/// second of leftover grace and one to say it is done), and the call is answered as it ended.
-fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer() {
+/// A call whose program exits with code 5, leaving behind a shell (its `$0` the marker, so
+/// that it can be found) that sends a signal to the call's reaper (the program's parent under
+/// the pass-through prefix) 0.3 s later; serve still runs.
+struct LeftoverSignalled {
+    _setup: Setup,
+    _serve: Serve,
+    result: Value,
+    took: Duration,
+    mark: String,
+}
+
+fn a_leftover_signals_its_reaper(signal: &str) -> LeftoverSignalled {
     let setup = Setup::new(Sandbox::Passthrough);
     let mut serve = setup.serve().timeout("60s").start();
     let mark = marker();
-    // The leftover is a shell whose `$0` is the marker, so that it can be found.
     let script = format!(
-        "sh -c 'sleep 0.3; kill -STOP $1; sleep 30; :' {mark} $PPID >/dev/null 2>&1 & exit 5"
+        "sh -c 'sleep 0.3; kill -{signal} $1; sleep 30; :' {mark} $PPID >/dev/null 2>&1 & exit 5"
     );
     let started = Instant::now();
     let id = serve.send_call(json!({"program": "sh", "args": ["-c", script]}), None);
     let result = serve.call_result(id, Duration::from_secs(20));
-    let took = started.elapsed();
+    LeftoverSignalled {
+        _setup: setup,
+        _serve: serve,
+        result,
+        took: started.elapsed(),
+        mark,
+    }
+}
+
+/// The leftover stops the reaper: the reaper is woken and stops what is left 2 s after the end
+/// at the latest (a second of leftover grace and one to say it is done), and the call is
+/// answered as it ended.
+fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer() {
+    let LeftoverSignalled {
+        result, took, mark, ..
+    } = a_leftover_signals_its_reaper("STOP");
     let value = ran(&result);
     assert_eq!(value["exit_code"], 5, "{result}");
     assert_eq!(value["timed_out"], false, "{result}");
@@ -39,17 +59,10 @@ fn a_leftover_that_stops_its_reaper_does_not_hold_the_answer() {
     wait_gone(&mark, Duration::from_secs(10));
 }
 
-/// The same, but the leftover SIGKILLs the reaper: what the reaper could no longer kill, serve
-/// kills as it reaps it, and the answer says leftovers were killed.
+/// The leftover SIGKILLs the reaper: what the reaper could no longer kill, serve kills as it
+/// reaps it, and the answer says leftovers were killed.
 fn a_leftover_that_kills_its_reaper_is_killed_and_said() {
-    let setup = Setup::new(Sandbox::Passthrough);
-    let mut serve = setup.serve().timeout("60s").start();
-    let mark = marker();
-    let script = format!(
-        "sh -c 'sleep 0.3; kill -KILL $1; sleep 30; :' {mark} $PPID >/dev/null 2>&1 & exit 5"
-    );
-    let id = serve.send_call(json!({"program": "sh", "args": ["-c", script]}), None);
-    let result = serve.call_result(id, Duration::from_secs(20));
+    let LeftoverSignalled { result, mark, .. } = a_leftover_signals_its_reaper("KILL");
     let value = ran(&result);
     assert_eq!(value["exit_code"], 5, "{result}");
     assert_eq!(value["timed_out"], false, "{result}");
@@ -86,14 +99,9 @@ fn stopped_spares_thrown_away_do_not_hold_a_call() {
     let setup = Setup::new(Sandbox::Passthrough);
     let mut serve = setup.serve().timeout("5s").start();
     wait_stubs(serve.pid(), 4, &[]);
-    let mut waiting: Vec<i32> = descendants(serve.pid())
-        .into_iter()
-        .filter(|pid| argv_of(*pid).iter().any(|arg| arg == "--spare"))
-        .collect();
+    let mut waiting = spare_reapers(serve.pid());
     waiting.extend(stubs(serve.pid()));
-    let list = pid_words(&waiting);
-    let script =
-        format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
+    let script = stop_script(&waiting);
     ran(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
     let files = &setup.files;
     let old = files.with_extension("old");

@@ -15,7 +15,10 @@ use lnk_tests::results::ran;
 use lnk_tests::sandbox::{Sandbox, path_str};
 use lnk_tests::serve::{ANSWER, cold_starts};
 use lnk_tests::setup::Setup;
-use lnk_tests::stubs::{assert_all_die, descendants, pid_words, stdout_of, stubs, wait_stubs};
+use lnk_tests::stubs::{
+    assert_all_die, descendants, pid_words, spare_reapers, stdout_of, stop_script, stubs,
+    wait_stubs,
+};
 
 lnk_tests::every_sandbox_warm_and_cold!(stopped_waiting_processes_die_with_serve);
 
@@ -136,14 +139,6 @@ fn stopped_stubs_neither_stall_a_later_call_nor_run_it_late(sandbox: Sandbox) {
     );
 }
 
-/// The spare reapers below `serve` (`reap --spare`).
-fn spare_reapers(serve: i32) -> Vec<i32> {
-    descendants(serve)
-        .into_iter()
-        .filter(|pid| argv_of(*pid).iter().any(|arg| arg == "--spare"))
-        .collect()
-}
-
 /// A call's program SIGSTOPs every process waiting for a later call, the spare reapers and
 /// their stubs (it sees them without a PID namespace), then serve is SIGKILLed: every one of
 /// them dies with it as it is, stopped. (A stopped process keeps a SIGTERM pending for ever,
@@ -159,9 +154,7 @@ fn stopped_waiting_processes_die_with_serve(sandbox: Sandbox) {
     let mut waiting = spare_reapers(serve.pid());
     waiting.extend(stubs(serve.pid()));
     assert!(waiting.len() >= 4, "{waiting:?}");
-    let list = pid_words(&waiting);
-    let script =
-        format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
+    let script = stop_script(&waiting);
     stdout_of(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
     std::thread::sleep(Duration::from_millis(200));
     let below = descendants(serve.pid());
@@ -405,9 +398,7 @@ fn serve_killed_while_a_call_waits_on_a_stopped_stub_runs_nothing(sandbox: Sandb
     let setup = Setup::new(sandbox);
     let mut serve = setup.serve().timeout("20s").start();
     let waiting = wait_stubs(serve.pid(), 4, &[]);
-    let list = pid_words(&waiting);
-    let script =
-        format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true");
+    let script = stop_script(&waiting);
     stdout_of(&serve.call(json!({"program": "sh", "args": ["-c", &script]})));
     serve.send_call(json!({"program": "sh", "args": ["-c", "touch late"]}), None);
     std::thread::sleep(Duration::from_millis(500));

@@ -77,6 +77,20 @@ pub fn stdout_of(result: &Value) -> String {
         .to_owned()
 }
 
+/// The spare reapers below `serve` (`reap --spare`).
+pub fn spare_reapers(serve: i32) -> Vec<i32> {
+    descendants(serve)
+        .into_iter()
+        .filter(|pid| argv_of(*pid).iter().any(|arg| arg == "--spare"))
+        .collect()
+}
+
+/// A shell script that SIGSTOPs each of `pids` but itself.
+pub fn stop_script(pids: &[i32]) -> String {
+    let list = pid_words(pids);
+    format!("for p in {list}; do [ $p = $$ ] || kill -STOP $p 2>/dev/null; done; true")
+}
+
 /// `pids` as a shell reads a list of words: `1 2 3`.
 pub fn pid_words(pids: &[i32]) -> String {
     pids.iter()

@@ -41,7 +41,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
@@ -112,6 +112,19 @@ enum NotTaken {
     /// It refused the working folder ([`Event::FolderRefused`]), or said nothing within
     /// [`HAND_OFF_LIMIT`] ([`Event::StubStuck`]).
     NotRun(Event),
+}
+
+impl NotTaken {
+    /// What a call that asked for the warm sandbox alone is told.
+    fn into_error(self) -> io::Error {
+        match self {
+            NotTaken::Failed(err) => err,
+            NotTaken::NotRun(Event::FolderRefused(errno)) => io::Error::from_raw_os_error(errno),
+            NotTaken::NotRun(_) => io::Error::other(format!(
+                "the stub did not take the call within {HAND_OFF_LIMIT:?}"
+            )),
+        }
+    }
 }
 
 impl Warm {
@@ -214,14 +227,8 @@ impl Warm {
         self.sandbox = Some(waiting);
         self.discard();
         match not_taken {
-            NotTaken::Failed(err) if options.warm_only => Handed::Failed(err),
+            not_taken if options.warm_only => Handed::Failed(not_taken.into_error()),
             NotTaken::Failed(_) => Handed::Cold,
-            NotTaken::NotRun(Event::FolderRefused(errno)) if options.warm_only => {
-                Handed::Failed(io::Error::from_raw_os_error(errno))
-            }
-            NotTaken::NotRun(_) if options.warm_only => Handed::Failed(io::Error::other(format!(
-                "the stub did not take the call within {HAND_OFF_LIMIT:?}"
-            ))),
             NotTaken::NotRun(event) => Handed::NotRun(event),
         }
     }
@@ -305,16 +312,14 @@ impl Waiting {
         let mut said = [0u8; 5];
         let mut got = 0;
         loop {
-            let left = limit.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if Instant::now() >= limit {
                 return Err(NotTaken::NotRun(Event::StubStuck));
             }
             let mut fds = [
                 PollFd::new(&self.channel, PollFlags::IN),
                 PollFd::new(&signal_fd, PollFlags::IN),
             ];
-            let timeout = Timespec::try_from(left).ok();
-            match poll(&mut fds, timeout.as_ref()) {
+            match crate::poll::poll_until(&mut fds, Some(limit)) {
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(err) => return Err(failed(err)),
             }
