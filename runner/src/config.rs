@@ -23,11 +23,16 @@ pub struct Config {
     pub vars: Vec<(String, String)>,
     /// Background runs, when `--state` is given.
     pub background: Option<Background>,
-    /// The sandbox prefix.
+    /// The sandbox prefix, as given (with the words [`crate::sandbox_line`] replaces).
     pub sandbox: Vec<OsString>,
 }
 
 impl Config {
+    /// The sandbox prefix as calls run it: [`crate::sandbox_line::expand`].
+    pub fn sandbox_line(&self) -> Vec<OsString> {
+        crate::sandbox_line::expand(&self.sandbox, &self.files)
+    }
+
     /// The command line that runs `program` (a resolved path) with `args` under the sandbox,
     /// with `--var`s set: [`lnk_common::command_line::sandboxed`].
     pub fn command_line(&self, program: &Path, args: &[impl AsRef<OsStr>]) -> Vec<OsString> {
@@ -35,7 +40,7 @@ impl Config {
             .vars
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()));
-        lnk_common::command_line::sandboxed(&self.sandbox, vars, program.as_os_str(), args)
+        lnk_common::command_line::sandboxed(&self.sandbox_line(), vars, program.as_os_str(), args)
     }
 }
 

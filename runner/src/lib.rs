@@ -34,6 +34,7 @@ mod progress;
 mod protocol;
 mod reaper;
 mod render;
+mod sandbox_line;
 mod server;
 mod spares;
 mod spawn;

@@ -449,3 +449,39 @@ fn sockets_are_a_warning_and_warnings_come_only_when_serve_starts() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_line_that_names_the_files_folder_as_a_word_binds_it() {
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    for user in users() {
+        let world = World::new(user, false);
+        let files = path_str(world.files());
+        let line = world.line_with(|line| {
+            for word in line.iter_mut().filter(|w| **w == files) {
+                *word = "{files}".to_owned();
+            }
+        });
+        assert!(
+            line.iter().any(|w| w == "{files}"),
+            "the tests' line binds the files folder: {line:?}"
+        );
+        let (code, report) = check_report(&world, line.clone());
+        assert_eq!(code, 0, "as {user:?}:\n{}", report.join("\n"));
+        assert!(
+            report[0].contains(&format!("--bind {files} {files}")),
+            "the report shows the line as calls run it: {}",
+            report[0]
+        );
+        let mut serve = world.serve(line).programs(&["sh"]).start();
+        let result = serve.call(json!({"program": "sh", "args": ["-c", "echo made > here; pwd"]}));
+        assert_eq!(ran(&result)["exit_code"], 0, "as {user:?}: {result}");
+        assert!(text(&result).contains(&files), "{result}");
+        assert_eq!(
+            std::fs::read_to_string(world.files().join("here")).unwrap(),
+            "made\n",
+            "the program wrote in the files folder itself"
+        );
+    }
+}

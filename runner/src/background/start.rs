@@ -128,7 +128,7 @@ fn prepare(
             keyring: way_in.keyring.clone(),
         });
     let sandbox = config
-        .sandbox
+        .sandbox_line()
         .iter()
         .map(|word| word.to_str().map(str::to_owned))
         .collect::<Option<Vec<_>>>()

@@ -207,7 +207,7 @@ fn prove_warm(config: &Config, cold: &Checked) -> Warmth {
 pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
     let mut out = String::new();
     let sandbox: Vec<String> = config
-        .sandbox
+        .sandbox_line()
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

@@ -24,7 +24,7 @@ use crate::spares::{Settings, Spare, folder_id};
 pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     let settings = Settings {
         files: config.files.clone(),
-        warm: Some(config.sandbox.clone()),
+        warm: Some(config.sandbox_line()),
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;
@@ -32,7 +32,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let no_vars: [(&str, &str); 0] = [];
     let argv = lnk_common::command_line::sandboxed(
-        &config.sandbox,
+        &config.sandbox_line(),
         no_vars,
         "/proc/self/exe".as_ref(),
         &[SUBCOMMAND],
