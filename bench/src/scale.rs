@@ -214,7 +214,13 @@ pub fn run(
         .open(state.join("index/looked"))
         .and_then(|f| f.set_times(std::fs::FileTimes::new().set_accessed(long_ago)))
         .context("making the last look at the state folder old")?;
-    let sweep = || supervise(&bins.supervise, &["sweep".as_ref(), state.as_os_str()]);
+    // As serve starts them: routine, so that only a due look reads the folder's top level.
+    let sweep = || {
+        supervise(
+            &bins.supervise,
+            &["sweep".as_ref(), state.as_os_str(), "--routine".as_ref()],
+        )
+    };
     let looked = sweep()?;
     std::thread::sleep(SETTLE);
     let mut sweeps = Vec::with_capacity(5);

@@ -38,7 +38,10 @@
 //! minutes of `index/started/` (or `index/running/` for `state: running`) and the records it
 //! shows. A sweep reads `index/running/` (trying each lock), `index/untold/`, and the
 //! `index/due/` minutes up to now. Removing a run removes its files by name. Only a folder made
-//! before the index, swept once, and `remove --state` read the whole folder.
+//! before the index, swept once, and `remove --state` read the whole folder; the look for
+//! records no index names reads its top level ([`strays`]: a sweep asked for by a person or a
+//! bridge every time, `serve`'s routine ones only when the folder changed and at most every ten
+//! minutes).
 //!
 //! # The output file
 //!

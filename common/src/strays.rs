@@ -3,8 +3,10 @@
 //! sweep reads, so such a record would never be reported, moved aside, swept or removed.
 //!
 //! Finding them costs a read of the folder's top level and of the index's `started` names
-//! (about a third of a second for 100,000 kept runs), so a sweep pays it only when the folder
-//! has changed since the last such look, and at most once every [`LOOK_EVERY`]: the folder's
+//! (about a third of a second for 100,000 kept runs), so a routine sweep (those `serve` starts,
+//! at its start and every minute) pays it only when the folder has changed since the last such
+//! look, and at most once every [`LOOK_EVERY`] ([`look_due`]); a sweep a person or a bridge
+//! asks for looks every time ([`look_now`]). For the routine ones: the folder's
 //! modification time (changed by every name made, removed or renamed in it, a record's rewrite
 //! included) is compared with `index/looked`'s, which is set to the folder's after each look,
 //! and `index/looked`'s access time is when that look was made. A busy folder changes all the
@@ -69,6 +71,18 @@ pub fn look_due(state: &StateDir) -> Result<Option<Look>, Error> {
         return Ok(None);
     }
     Ok(Some(Look { seen, settled }))
+}
+
+/// A [`Look`] now, due or not: for a sweep a person or a bridge asked for, which looks at
+/// everything.
+pub fn look_now(state: &StateDir) -> Result<Look, Error> {
+    let seen = fs::metadata(state.path())
+        .and_then(|m| m.modified())
+        .map_err(|e| Error::io(Op::Stat, state.path(), e))?;
+    let settled = SystemTime::now()
+        .duration_since(seen)
+        .is_ok_and(|age| age >= SETTLE);
+    Ok(Look { seen, settled })
 }
 
 impl Look {

@@ -46,11 +46,17 @@ enum Command {
         #[arg(long = commands::INPUT, hide = true)]
         input: bool,
     },
-    /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
+    /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries,
+    /// and records no index names (damaged ones moved aside).
     #[command(name = commands::SWEEP)]
     Sweep {
         /// The state folder.
         state: PathBuf,
+        /// A routine sweep (`lnk-link-run serve` starts them so): look for records no index
+        /// names only when the folder changed and the last look is ten minutes old. Without
+        /// it, the whole folder is looked at.
+        #[arg(long = commands::ROUTINE)]
+        routine: bool,
         /// Fork away first (`lnk-link-run` starts it so).
         #[arg(long = commands::DETACHED, hide = true)]
         detached: bool,
@@ -100,9 +106,16 @@ pub fn main() -> ExitCode {
         Command::Supervise {
             id, state, input, ..
         } => supervise::run(&id, state, input),
-        Command::Sweep { state, .. } => sweep::run(&state).map(|report| {
-            tracing::info!(?report, "swept");
-        }),
+        Command::Sweep { state, routine, .. } => {
+            let asked = if routine {
+                strays::Asked::Routine
+            } else {
+                strays::Asked::Everything
+            };
+            sweep::run(&state, asked).map(|report| {
+                tracing::info!(?report, "swept");
+            })
+        }
         Command::Stop { state } => stop_all::stop(&state).map(|n| {
             tracing::info!(runs = n, "every run has ended");
         }),

@@ -1,5 +1,6 @@
-//! A sweep's look for records that no index names ([`lnk_common::strays`]): paid only when the
-//! state folder changed since the last look. A record that loads is given its names, so that
+//! A sweep's look for records that no index names ([`lnk_common::strays`]): for a routine sweep
+//! (`serve`'s), paid only when the state folder changed since the last look and that look is
+//! ten minutes old; a sweep a person or a bridge asks for looks every time. A record that loads is given its names, so that
 //! `list` shows it and this very sweep deals with it through the index (a run whose supervisor
 //! is gone is recorded lost, an ended one told and removed in time); one that does not load is
 //! reported and moved aside, under its lock, as any damaged record is.
@@ -11,9 +12,23 @@ use lnk_common::strays;
 
 use crate::sweep_one::{Report, Tidy, sweep_one};
 
-/// Looks at the folder's top level if it changed since the last look.
-pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
-    let look = match strays::look_due(state) {
+/// Which sweep looks: a routine one (`serve`'s) or one that was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// `serve`'s, at its start and every minute: the look is rate-limited.
+    Routine,
+    /// A person's or a bridge's: the look is made every time.
+    Everything,
+}
+
+/// Looks at the folder's top level: every time for a sweep that was asked for, else when it
+/// changed since the last look and that look is ten minutes old.
+pub fn look(state: &StateDir, asked: Asked, report: &mut Report, tidy: &mut Tidy) {
+    let due = match asked {
+        Asked::Routine => strays::look_due(state),
+        Asked::Everything => strays::look_now(state).map(Some),
+    };
+    let look = match due {
         Ok(Some(look)) => look,
         Ok(None) => return,
         Err(err) => {
@@ -24,7 +39,7 @@ pub fn look(state: &StateDir, report: &mut Report, tidy: &mut Tidy) {
             return;
         }
     };
-    tracing::debug!("the state folder changed since the last look: reading its top level");
+    tracing::debug!(?asked, "reading the state folder's top level for records no index names");
     let ids = match look.unindexed(state) {
         Ok(ids) => ids,
         Err(err) => {

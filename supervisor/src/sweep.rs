@@ -7,7 +7,9 @@
 //! its end is at most ten minutes old; a run ended more than its keep ago and told (or past
 //! the ten minutes, or with no one to tell) is removed with its output file. Temporary files
 //! older than a minute are removed. A damaged record is reported and moved aside, found through
-//! the index or, when the folder changed since the last look, among its names ([`strays`]).
+//! the index or among the folder's names ([`strays`]: a routine sweep, `serve`'s, looks there
+//! only when the folder changed and the last look is ten minutes old; one asked for by a person
+//! or a bridge looks every time).
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -18,15 +20,16 @@ use lnk_common::index;
 use lnk_common::layout::{StateDir, TEMP_DIR, TEMP_GRACE, is_temp_name};
 use lnk_common::time::UnixMs;
 
-use crate::strays;
+use crate::strays::{self, Asked};
 use crate::sweep_one::{Report, Seen, Tidy, sweep_one, tidy_gone};
 
 /// Sweeps the state folder at `path` (nothing to do when it does not exist).
 ///
 /// An indexed folder ([`index`]) is swept from its index: the runs that may be running, the
 /// untold ones, and the `due` minutes that are over — what is due, whatever the folder keeps.
-/// A folder made before the index is swept whole, then indexed.
-pub fn run(path: &Path) -> Result<Report> {
+/// Records no index names are looked for as `asked` says ([`strays::look`]). A folder made
+/// before the index is swept whole, then indexed.
+pub fn run(path: &Path, asked: Asked) -> Result<Report> {
     let mut report = Report::default();
     let state = match StateDir::open(path) {
         Ok(state) => state,
@@ -37,7 +40,8 @@ pub fn run(path: &Path) -> Result<Report> {
     let indexed = index::is_indexed(&state);
     let mut tidy = Tidy::default();
     let swept = if indexed {
-        strays::look(&state, &mut report, &mut tidy); // First: what it indexes is swept now.
+        // First: what it indexes is swept now.
+        strays::look(&state, asked, &mut report, &mut tidy);
         sweep_indexed(&state, &mut report, &mut tidy)
     } else {
         sweep_whole(&state, &mut report, &mut tidy)

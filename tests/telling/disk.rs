@@ -82,6 +82,13 @@ impl Tell {
         out.stderr
     }
 
+    /// Runs a sweep as `serve` starts them (`--routine`); its stderr.
+    pub fn routine_sweep(&self) -> String {
+        let out = supervise_cli(&["sweep", &path_str(self.state()), "--routine"], CLI);
+        assert!(out.status.success(), "sweep failed: {}", out.stderr);
+        out.stderr
+    }
+
     /// Starts `sh -c <script>` through `serve` and waits until it has ended on disk
     /// ([`Tell::wait_done`]): its id and its record (a real ended run, to plant copies of).
     pub fn ended_run(&self, serve: &mut Serve, script: &str) -> (String, Value) {

@@ -1,9 +1,10 @@
 //! Records that no index names (issue 19, item 4): a damaged `<id>.json` and a valid one written
 //! into the state folder outside the index. The next sweep that looks moves the first aside and
-//! indexes the second, which `list` then shows. A sweep looks only when the folder changed since
-//! its last look (its modification time) and that look is ten minutes old (`index/looked`'s
-//! access time, which the test sets back), so a sweep with nothing changed, or soon after a
-//! look, does not read the folder.
+//! indexes the second, which `list` then shows. A routine sweep (`--routine`, as `serve` starts
+//! them) looks only when the folder changed since its last look (its modification time) and
+//! that look is ten minutes old (`index/looked`'s access time, which the test sets back), so a
+//! routine sweep with nothing changed, or soon after a look, does not read the folder. A sweep a
+//! person or a bridge runs (`sweep <state>`) looks every time (issue 31, item 2).
 use std::time::SystemTime;
 
 use serde_json::json;
@@ -63,7 +64,7 @@ fn a_sweep_moves_aside_a_damaged_record_no_index_names_and_indexes_a_valid_one()
     .unwrap();
 
     age_last_look(&t);
-    let stderr = t.sweep();
+    let stderr = t.routine_sweep();
     let state = t.state();
     assert!(
         !exists(&t.bg.record_path(DAMAGED)) && exists(&state.join(format!("{DAMAGED}.damaged"))),
@@ -86,30 +87,66 @@ fn a_sweep_moves_aside_a_damaged_record_no_index_names_and_indexes_a_valid_one()
 
     // Planted soon after a look: the next sweep does not read the folder though it changed.
     std::fs::write(t.bg.record_path(LATER), b"not json").unwrap();
-    t.sweep();
+    t.routine_sweep();
     assert!(
         exists(&t.bg.record_path(LATER)),
-        "a sweep read the folder again within ten minutes of a look"
+        "a routine sweep read the folder again within ten minutes of a look"
     );
     // Nothing changed since the last look (the folder's time is the one the look noted): no
     // look, however old the last one.
     let looked = mtime(&state.join("index/looked"));
     set_folder_time(&t, looked);
     age_last_look(&t);
-    t.sweep();
+    t.routine_sweep();
     assert!(
         exists(&t.bg.record_path(LATER)),
-        "a sweep read the folder though its time had not changed"
+        "a routine sweep read the folder though its time had not changed"
     );
     set_folder_time(&t, SystemTime::now());
     // Changed, and the last look ten minutes old: the next sweep looks and finds it.
     std::thread::sleep(std::time::Duration::from_millis(150));
     age_last_look(&t);
-    let stderr = t.sweep();
+    let stderr = t.routine_sweep();
     assert!(
         !exists(&t.bg.record_path(LATER)) && exists(&state.join(format!("{LATER}.damaged"))),
         "{:?}\n{stderr}",
         names(state)
+    );
+    drop(serve);
+}
+
+/// A sweep run by hand (as the bridge runs one at its start) right after `serve`'s own sweep
+/// looked at the folder: it looks again, and moves aside the damaged record that no index
+/// names, saying so; a routine sweep at that moment does not look.
+#[test]
+fn a_sweep_asked_for_by_hand_looks_at_everything_right_after_serves() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let serve = t.bg.serve(&Flags::default()).start();
+    // serve's first sweep has looked at the folder (serve made it, so a look was due).
+    let looked = t.state().join("index/looked");
+    assert!(
+        lnk_tests::procs::poll(lnk_tests::serve::ANSWER, || exists(&looked)),
+        "serve's first sweep made no look: {:?}",
+        names(t.state())
+    );
+    let damaged = "aaaaaaaaaaaaaaaa";
+    std::fs::write(t.bg.record_path(damaged), b"{ this is not a record").unwrap();
+    t.routine_sweep();
+    assert!(
+        exists(&t.bg.record_path(damaged)),
+        "a routine sweep looked again within ten minutes of serve's look"
+    );
+
+    let stderr = t.sweep();
+    let state = t.state();
+    assert!(
+        !exists(&t.bg.record_path(damaged)) && exists(&state.join(format!("{damaged}.damaged"))),
+        "the sweep by hand left the damaged record in place: {:?}\n{stderr}",
+        names(state)
+    );
+    assert!(
+        stderr.contains(damaged) && stderr.contains("damaged"),
+        "the sweep by hand did not say so: {stderr}"
     );
     drop(serve);
 }

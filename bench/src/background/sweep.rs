@@ -37,6 +37,8 @@ pub(super) fn sweep_and_list(
         let out = Command::new(&bins.supervise)
             .arg("sweep")
             .arg(&place.swept)
+            // As serve starts them.
+            .arg("--routine")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,6 +1,6 @@
 //! The sweeps a serving `serve` starts: one at its start, then one a minute.
 
-/// Starts `lnk-link-supervise sweep <state>` beside the server, so that runs whose
+/// Starts `lnk-link-supervise sweep <state> --routine` beside the server, so that runs whose
 /// supervisor died are found, told and cleaned up, without delaying the first answer. Like a
 /// supervisor, a sweep may outlive serve (telling takes up to 10 s a run): it logs to
 /// `sweep.log`.
@@ -10,9 +10,13 @@ pub fn start_sweep(background: &crate::config::Background) {
         stderr: super::detached::log(&state, &state.sweep_log()),
         ..Default::default()
     };
+    // Routine: the look for records no index names is rate-limited, since serve sweeps every
+    // minute and a busy folder changes all the time.
+    let routine = format!("--{}", lnk_common::commands::ROUTINE);
     let args = [
         lnk_common::commands::SWEEP.as_ref(),
         background.state.as_os_str(),
+        routine.as_ref(),
     ];
     if let Err(err) = super::detached::spawn(&background.supervise, &args, stdio, "sweep") {
         tracing::warn!(%err, "the sweep could not be started");
