@@ -10,7 +10,7 @@ use lnk_common::lock::StartLock;
 use lnk_common::record::{Launch, Limits, Program, Record, TellTo};
 use lnk_common::run_files::{self, MakeStep};
 use lnk_common::safe_open::FilesDir;
-use lnk_common::slot::Slot;
+use lnk_common::slot::{Slot, SlotCursor};
 use lnk_common::status::Status;
 use lnk_common::time::{UnixMs, duration_to_ms};
 use serde_json::{Map, Value, json};
@@ -27,6 +27,9 @@ pub const META_THREAD: &str = "link.local/thread";
 pub const META_HOPS: &str = "link.local/hops";
 /// How long a start waits for `start.lock` (held only while another start counts and writes).
 const START_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Where this serve's next start looks for a free slot: after the one it took last, so that
+/// starts one after another try one slot each however many runs are alive.
+static SLOT_CURSOR: SlotCursor = SlotCursor::new();
 
 /// The `start` tool. When the request declared the Tasks extension, the answer is the run's
 /// task, made once its record exists (so that a `tasks/get` for it resolves).
@@ -217,7 +220,7 @@ fn launch_run_with(
     // Shared: starts do not wait for each other, only for a `stop`/`remove --state`.
     let _start_lock = StartLock::take_shared_within(&state, START_LOCK_WAIT)
         .map_err(|e| failed("taking start.lock", &e))?;
-    let Some(slot) = Slot::take(&state, background.max_running)
+    let Some(slot) = Slot::take(&state, background.max_running, &SLOT_CURSOR)
         .map_err(|e| failed("taking a slot for the run", &e))?
     else {
         return Err(Answer::refusal(format!(
