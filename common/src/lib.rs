@@ -122,6 +122,7 @@
 //! | `output.dropped_bytes` | bytes cut from the file's start by rotations, in all; never more than `written_bytes` |
 //! | `output.file` | `{dev, ino}` of the output file `dropped_bytes` is for; `null` before it exists |
 //! | `output.unwritten_bytes` | absent unless some of the run's output could not be written (the files folder had no room); then how many bytes, in all. They count in `written_bytes`, and in `dropped_bytes` once the supervisor could begin a new output file after them (it begins with a line that says how many bytes were lost); until then they lie past the end of the file, which holds the bytes before them |
+//! | `output.no_room` | absent unless `unwritten_bytes` is there (and absent in records of older supervisors); then why, as the supervisor last saw it: `{"folder": "files"|"state", "errno": N}`, the folder that had no room and the system's error (`ENOSPC`, `EDQUOT`); a later version may name another folder |
 //! | `telling.told` | set just **before** a try to tell; cleared only if the way in could not be reached (no socket, refused, timed out); an error answer stays told. So a run is told at most once |
 //! | `telling.attempts`, `.last_attempt_at_ms` | how many tries, and when the last began (`null`: none) |
 //!

@@ -208,7 +208,9 @@ pub struct OutputBytes {
     pub start: u64,
     /// Where the output file ends, in the run's offsets.
     pub file_end: u64,
-    /// Everything the run wrote so far, dropped bytes included (at least `file_end`).
+    /// Everything the run wrote so far, dropped bytes included (at least `file_end`). Past
+    /// `file_end`: bytes the run wrote that could not be written to the file (no room; the
+    /// record counts them), which no read will find.
     pub total: u64,
     /// Bytes cut from the file's start by replacements.
     pub dropped: u64,
@@ -272,12 +274,14 @@ pub fn read_at_offsets(
             .map_err(|e| ReadError::File(Error::io(Op::Stat, output_relative_path(id), e)))?
             .len();
         let dropped = record.output.dropped_bytes;
-        let total = dropped.saturating_add(len);
-        let start = offset.unwrap_or_else(|| total.saturating_sub(limit).max(dropped));
+        let file_end = dropped.saturating_add(len);
+        // Without an offset, the last bytes the file holds: what the run wrote past its end
+        // could not be written (for want of room) and is nowhere to be read.
+        let start = offset.unwrap_or_else(|| file_end.saturating_sub(limit).max(dropped));
         let end = start.saturating_add(limit);
         let skipped = dropped.saturating_sub(start).min(limit);
-        let from = start.max(dropped).min(total);
-        let to = end.min(total).max(from);
+        let from = start.max(dropped).min(file_end);
+        let to = end.min(file_end).max(from);
         let mut bytes = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
         let mut got = 0;
         while got < bytes.len() {
@@ -302,12 +306,12 @@ pub fn read_at_offsets(
             }
         }
         return Ok(OutputBytes {
-            total: total.max(record.output.written_bytes),
+            total: file_end.max(record.output.written_bytes),
             record,
             bytes,
             from,
             start,
-            file_end: total,
+            file_end,
             dropped,
             skipped,
         });

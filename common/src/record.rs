@@ -205,6 +205,47 @@ pub struct Output {
     /// file begins after them. Absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unwritten_bytes: u64,
+    /// Why they could not be written, as the supervisor last saw it. Absent when none were, or
+    /// in records of older supervisors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_room: Option<NoRoom>,
+}
+
+/// Why output could not be written: a folder had no room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoRoom {
+    /// Which folder.
+    pub folder: NoRoomIn,
+    /// The system's error number (`ENOSPC`, `EDQUOT`).
+    pub errno: i32,
+}
+
+/// The folder that had no room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoRoomIn {
+    /// The files folder: the output file, or a rotation's copy of it.
+    Files,
+    /// The state folder: the record of a rotation.
+    State,
+    /// A folder a later version names.
+    #[serde(other)]
+    Other,
+}
+
+impl NoRoom {
+    /// In words: `the files folder was full (No space left on device)`.
+    pub fn describe(&self) -> String {
+        let folder = match self.folder {
+            NoRoomIn::Files => "the files folder",
+            NoRoomIn::State => "the state folder",
+            NoRoomIn::Other => "a folder",
+        };
+        let cause = std::io::Error::from_raw_os_error(self.errno).to_string();
+        // "No space left on device (os error 28)": the number says nothing to a reader.
+        let cause = cause.split(" (os error").next().unwrap_or(&cause);
+        format!("{folder} was full ({cause})")
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -90,6 +90,7 @@ fn round_trips_through_the_state_folder() {
         dropped_bytes: 4,
         file: Some(FileId { dev: 1, ino: 2 }),
         unwritten_bytes: 0,
+        no_room: None,
     };
     r.telling = Telling {
         told: true,

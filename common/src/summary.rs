@@ -9,6 +9,9 @@
 //!  "ended_at": "2024-05-01T12:00:05.000Z", "output_bytes": 1234, "dropped_bytes": 0,
 //!  "told": false}
 //! ```
+//!
+//! A run some of whose output could not be written for want of room adds `"unwritten_bytes"`
+//! and `"unwritten_why"` (`"the files folder was full (No space left on device)"`).
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +51,36 @@ pub struct RunSummary {
     pub dropped_bytes: u64,
     /// Whether its end was told.
     pub told: bool,
+    /// Bytes of its output that could not be written to its output file for want of room, in
+    /// all (counted in `output_bytes`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unwritten_bytes: u64,
+    /// Why, in words; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwritten_why: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Why output could not be written, in words, for a record that does not say (an older
+/// supervisor's).
+const NO_ROOM: &str = "there was no room for them (a full disk or quota)";
+
+impl RunSummary {
+    /// The sentence that says how much output could not be written and why, when some could
+    /// not: `1000000 bytes of output could not be written: the files folder was full (No space
+    /// left on device)`.
+    pub fn unwritten_note(&self) -> Option<String> {
+        (self.unwritten_bytes > 0).then(|| {
+            format!(
+                "{} bytes of output could not be written: {}",
+                self.unwritten_bytes,
+                self.unwritten_why.as_deref().unwrap_or(NO_ROOM)
+            )
+        })
+    }
 }
 
 impl RunSummary {
@@ -114,6 +147,10 @@ impl Record {
             output_bytes: self.output.written_bytes,
             dropped_bytes: self.output.dropped_bytes,
             told: self.telling.told,
+            unwritten_bytes: self.output.unwritten_bytes,
+            unwritten_why: (self.output.unwritten_bytes > 0)
+                .then(|| self.output.no_room.map(|why| why.describe()))
+                .flatten(),
         }
     }
 }

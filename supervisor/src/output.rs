@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::output_file::{self, NextOutput, ReplaceError};
-use lnk_common::record::{FileId, Record};
+use lnk_common::record::{FileId, NoRoom, NoRoomIn, Record};
 use lnk_common::safe_open::BackgroundDir;
 use lnk_common::write::Durability;
 use rustix::io::Errno;
@@ -65,14 +65,25 @@ struct Gap {
 
 /// Why a rotation was not made.
 enum Rotation {
-    /// No room in `.0` (the files folder or the state folder).
-    NoRoom(&'static str),
+    /// No room in a folder (the files folder or the state folder).
+    NoRoom(NoRoom),
     /// Anything else.
     Failed(anyhow::Error),
 }
 
-const FILES_FULL: &str = "the files folder is full";
-const STATE_FULL: &str = "the state folder is full";
+/// What the log and the new file's first line say of a folder with no room.
+fn full(room: NoRoom) -> &'static str {
+    match room.folder {
+        NoRoomIn::Files => "the files folder is full",
+        NoRoomIn::State => "the state folder is full",
+        NoRoomIn::Other => "a folder is full",
+    }
+}
+
+/// `err`'s errno, for a [`NoRoom`] (ENOSPC when it has none).
+fn errno_of(err: &io::Error) -> i32 {
+    err.raw_os_error().unwrap_or(Errno::NOSPC.raw_os_error())
+}
 
 /// Whether `err` means there is no room (no space, or the quota).
 fn no_room(err: &io::Error) -> bool {
@@ -147,7 +158,11 @@ impl OutputFile {
             match failed {
                 None => {}
                 Some(err) if no_room(&err) => {
-                    self.no_room(FILES_FULL, &err.to_string(), record);
+                    let room = NoRoom {
+                        folder: NoRoomIn::Files,
+                        errno: errno_of(&err),
+                    };
+                    self.no_room(room, &err.to_string(), record);
                     self.drop_bytes(bytes.len() as u64, record);
                     return Ok(());
                 }
@@ -163,8 +178,8 @@ impl OutputFile {
             if self.len >= self.cap {
                 match self.rotate(state, record) {
                     Ok(()) => {}
-                    Err(Rotation::NoRoom(why)) => {
-                        self.no_room(why, "the output file could not be rotated", record);
+                    Err(Rotation::NoRoom(room)) => {
+                        self.no_room(room, "the output file could not be rotated", record);
                         self.drop_bytes(bytes.len() as u64, record);
                         return Ok(());
                     }
@@ -186,11 +201,13 @@ impl OutputFile {
         }
     }
 
-    /// Begins a gap, saying why once.
-    fn no_room(&mut self, why: &'static str, cause: &str, record: &Record) {
+    /// Begins a gap, saying why once (and in the record, which the next store carries).
+    fn no_room(&mut self, room: NoRoom, cause: &str, record: &mut Record) {
         if self.gap.is_some() {
             return;
         }
+        record.output.no_room = Some(room);
+        let why = full(room);
         tracing::warn!(
             id = %record.id,
             "{why} ({cause}): the run's output from byte {} on is counted but not written, and \
@@ -302,13 +319,14 @@ impl OutputFile {
                 self.len = keep;
                 Ok(())
             }
-            Err(err) if err.io_cause().is_some_and(no_room) => {
-                Err(Rotation::NoRoom(if matches!(err, ReplaceError::Store(_)) {
-                    STATE_FULL
+            Err(err) if err.io_cause().is_some_and(no_room) => Err(Rotation::NoRoom(NoRoom {
+                folder: if matches!(err, ReplaceError::Store(_)) {
+                    NoRoomIn::State
                 } else {
-                    FILES_FULL
-                }))
-            }
+                    NoRoomIn::Files
+                },
+                errno: err.io_cause().map_or(Errno::NOSPC.raw_os_error(), errno_of),
+            })),
             Err(err) => Err(Rotation::Failed(anyhow::Error::new(err).context(format!(
                 "rotating the output file in {}",
                 self.background.path().display()

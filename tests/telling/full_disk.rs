@@ -368,3 +368,104 @@ fn room_that_comes_back_while_a_run_is_quiet_is_found() {
     std::fs::write(t.bg.setup.files.join("go"), b"").unwrap();
     wait_no_supervisor(&id, ANSWER);
 }
+
+/// What an agent reads of a run whose output found the files folder full, `room` bytes free:
+/// `list`, `read` and the run's task say how many bytes could not be written and why, and
+/// `read` never points at offsets that hold nothing (issue 31, item 1).
+fn unwritten_output_is_said(room: u64) {
+    const WRITTEN: u64 = 1_000_000;
+    let t = Tell::new(Sandbox::Passthrough);
+    let Some(tmpfs) = Tmpfs::mount(&t.bg.setup.files, "2m") else {
+        return;
+    };
+    let filler = tmpfs.fill();
+    let full = std::fs::metadata(&filler).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&filler)
+        .unwrap()
+        .set_len(full - room)
+        .unwrap();
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let script = format!("yes | head -c {WRITTEN}");
+    let id = start(&mut serve, json!({"program": "sh", "args": ["-c", script]}));
+    let record =
+        t.bg.wait_record(&id, ANSWER, |r| r["status"]["state"] != "running");
+    wait_no_supervisor(&id, ANSWER);
+    let in_file = std::fs::metadata(t.bg.output_path(&id)).unwrap().len();
+    assert_eq!(in_file, room, "{record}");
+    let unwritten = WRITTEN - room;
+    assert_eq!(record["output"]["unwritten_bytes"], unwritten, "{record}");
+
+    // list: the run, its counts, and why, in the value and in the text.
+    let page = tool(&mut serve, "list", json!({}), None);
+    let run = lnk_tests::results::structured(&page)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} is not listed: {page}"));
+    assert_eq!(run["output_bytes"], WRITTEN, "{run}");
+    assert_eq!(run["unwritten_bytes"], unwritten, "{run}");
+    let why = run["unwritten_why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("files folder was full") && why.contains("No space left on device"),
+        "{run}"
+    );
+    let said = format!("{unwritten} bytes of output could not be written: {why}");
+    assert!(text(&page).contains(&said), "{}", text(&page));
+
+    // read, from the end: the last bytes the file holds, then on past what was never written.
+    let (shown, value) = read_ok(&mut serve, json!({"id": &id}));
+    assert_eq!(value["next_offset"], WRITTEN, "{value}");
+    assert_eq!(value["output_bytes"], WRITTEN, "{value}");
+    assert_eq!(value["unwritten_bytes"], unwritten, "{value}");
+    assert_eq!(value["unwritten_why"], why, "{value}");
+    let bytes = value["text"].as_str().unwrap().len() as u64;
+    assert_eq!(bytes, room.min(64 * 1024), "{value}");
+    assert_eq!(value["offset"], room - bytes, "{value}");
+    assert_eq!(value["skipped"], unwritten, "{value}");
+    assert!(
+        shown.contains(&format!(
+            "{unwritten} bytes of output, offsets {room} to {WRITTEN}, could not be written"
+        )),
+        "{shown:?}"
+    );
+    // read, at an offset that was never written: nothing to point at there, so on to the end.
+    let (_, value) = read_ok(
+        &mut serve,
+        json!({"id": &id, "offset": room + 10, "limit": 100}),
+    );
+    assert_eq!(value["text"], "", "{value}");
+    assert_eq!(value["next_offset"], WRITTEN, "{value}");
+    assert_eq!(value["skipped"], unwritten - 10, "{value}");
+    // read, from the start: what is there, and no further than it while there is more.
+    if room > 100 {
+        let (_, value) = read_ok(&mut serve, json!({"id": &id, "offset": 0, "limit": 100}));
+        assert_eq!(value["next_offset"], 100, "{value}");
+        assert_eq!(value["skipped"], 0, "{value}");
+    }
+
+    // The task: its text and its value say it too.
+    let task = task(&mut serve, &id);
+    assert_eq!(task["status"], "completed", "{task}");
+    let ended = &task["result"]["structuredContent"];
+    assert_eq!(ended["unwritten_bytes"], unwritten, "{task}");
+    assert_eq!(ended["unwritten_why"], why, "{task}");
+    let told = task["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(told.contains(&said), "{told}");
+    drop(serve);
+}
+
+#[test]
+fn output_written_to_a_full_files_folder_is_said_unwritten() {
+    unwritten_output_is_said(0);
+}
+
+#[test]
+fn output_beyond_the_room_left_is_said_unwritten() {
+    unwritten_output_is_said(32 * 1024);
+}

@@ -304,8 +304,12 @@ fn line(run: &RunSummary) -> String {
         .as_deref()
         .map(|at| format!(", ended {at}"))
         .unwrap_or_default();
+    let unwritten = run
+        .unwritten_note()
+        .map(|note| format!(" ({note})"))
+        .unwrap_or_default();
     format!(
-        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{}",
+        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{unwritten}{}",
         run.id,
         run.state.as_str(),
         lnk_common::summary::cut(&run.dir, DIR_IN_LINE),

@@ -109,10 +109,11 @@ fn read_checked(
     let waited = match &wait {
         None => None,
         Some(wait) => {
-            // Without an offset, a waiting read looks at what comes after the call began.
+            // Without an offset, a waiting read looks at what comes after the call began
+            // (past what could not be written, if the files folder is full).
             let start = match offset {
                 Some(offset) => offset,
-                None => read_bytes(&state, &id, None, 0)?.file_end,
+                None => read_bytes(&state, &id, None, 0)?.total,
             };
             offset = Some(start);
             match wait_for(&state, &id, start, wait, control)? {
@@ -292,10 +293,28 @@ fn answer(
         skipped,
     } = read;
     let got = bytes.len() as u64;
-    let (skip, keep) = utf8_cut(&bytes, from_the_end, from + got == file_end, &record);
+    let at_file_end = from + got == file_end;
+    // What the run wrote past the file's end could not be written (no room): it never comes.
+    let unwritten_tail = total.saturating_sub(file_end);
+    let (skip, keep) = utf8_cut(
+        &bytes,
+        from_the_end,
+        at_file_end,
+        unwritten_tail > 0,
+        &record,
+    );
     let shown = &bytes[skip..keep];
     let start = if skip > 0 { from + skip as u64 } else { start };
-    let next_offset = from + skip as u64 + shown.len() as u64;
+    let mut next_offset = from + skip as u64 + shown.len() as u64;
+    let mut skipped = skipped;
+    // A read that reached the file's end goes on past the bytes that were never written, so
+    // that `next_offset` never points at offsets that hold nothing.
+    let passed = (unwritten_tail > 0 && at_file_end && keep == bytes.len())
+        .then(|| (start.max(file_end), total.max(start)));
+    if let Some((past_from, past_to)) = passed {
+        skipped += past_to.saturating_sub(past_from);
+        next_offset = past_to;
+    }
     let text = String::from_utf8_lossy(shown).into_owned();
     let mut structured = json!({
         "id": id.as_str(),
@@ -307,6 +326,11 @@ fn answer(
         "dropped_bytes": dropped,
         "skipped": skipped,
     });
+    let summary = record.summary();
+    if summary.unwritten_bytes > 0 {
+        structured["unwritten_bytes"] = json!(summary.unwritten_bytes);
+        structured["unwritten_why"] = json!(summary.unwritten_why);
+    }
     if let Some(waited) = waited {
         structured["waited_ms"] = json!(waited.ms);
         structured["matched"] = json!(waited.match_offset.is_some());
@@ -314,6 +338,22 @@ fn answer(
         structured["ended"] = json!(!record.status.is_running());
     }
     let mut text = text;
+    if let Some((past_from, past_to)) = passed.filter(|(a, b)| a < b) {
+        // The text says it too: the bytes stop here, and why.
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let why = match (summary.unwritten_bytes > 0, &summary.unwritten_why) {
+            (true, Some(why)) => why.clone(),
+            (true, None) => "there was no room for them".to_owned(),
+            (false, _) => "they are missing from the output file".to_owned(),
+        };
+        text.push_str(&format!(
+            "[{} bytes of output, offsets {past_from} to {past_to}, could not be written: {why}; \
+             read on from offset {past_to}]\n",
+            past_to - past_from
+        ));
+    }
     if !era.has_structured_output() {
         // Without a structured value, the figures ride in the text.
         text = format!("[{structured}]\n{text}");
@@ -325,12 +365,14 @@ fn answer(
 /// and where to stop. A read at a chosen offset starts where it was asked; one without an
 /// offset (the last bytes) starts at the next character. At the back, a character cut short
 /// is left for the next read (`next_offset` points at its first byte) — unless these are the
-/// last bytes of a run that has ended, which will never be completed, or a `limit` too small
-/// for one character, which must still move the reader on.
+/// last bytes of a run that has ended, or of a file whose next bytes could not be written,
+/// which will never be completed, or a `limit` too small for one character, which must still
+/// move the reader on.
 fn utf8_cut(
     bytes: &[u8],
     start_at_a_character: bool,
     at_the_end: bool,
+    cut_off: bool,
     record: &Record,
 ) -> (usize, usize) {
     let skip = if start_at_a_character {
@@ -339,7 +381,9 @@ fn utf8_cut(
         0
     };
     let whole = bytes.len() - crate::utf8::incomplete_suffix(bytes);
-    let never_completed = at_the_end && !record.status.is_running();
+    // The last bytes of a run that ended, or of a file past whose end the run's output could
+    // not be written (`cut_off`), are never completed.
+    let never_completed = at_the_end && (cut_off || !record.status.is_running());
     let keep = if never_completed || whole <= skip {
         bytes.len()
     } else {

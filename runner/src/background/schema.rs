@@ -86,7 +86,9 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                     "next_offset": count(),
                     "output_bytes": count(),
                     "dropped_bytes": count(),
-                    "skipped": count(),
+                    "skipped": {"type": "integer", "minimum": 0, "description": "Bytes between `offset` and `next_offset` that are not in `text`: dropped from the output file's start, or never written (see `unwritten_bytes`)."},
+                    "unwritten_bytes": {"type": "integer", "minimum": 0, "description": "Present when some of the run's output could not be written for want of room: how many bytes, in all (counted in `output_bytes`, never readable)."},
+                    "unwritten_why": {"type": "string", "description": "With `unwritten_bytes`: why, in words."},
                     "waited_ms": {"type": "integer", "minimum": 0, "description": "With `wait_ms`: how long the read waited."},
                     "matched": {"type": "boolean", "description": "With `wait_ms`: whether `until` was seen."},
                     "match_offset": {"type": ["integer", "null"], "minimum": 0, "description": "With `wait_ms`: where `until` starts, in the run's offsets; null when not seen."},
@@ -235,7 +237,9 @@ fn run_schema() -> Value {
             "ended_at": {"type": ["string", "null"], "description": "RFC 3339, UTC; null while running."},
             "output_bytes": count(),
             "dropped_bytes": count(),
-            "told": {"type": "boolean"}
+            "told": {"type": "boolean"},
+            "unwritten_bytes": {"type": "integer", "minimum": 0, "description": "Present when some of the run's output could not be written for want of room (a full files folder): how many bytes, in all (counted in `output_bytes`, never readable)."},
+            "unwritten_why": {"type": "string", "description": "With `unwritten_bytes`: why, in words."}
         },
         "required": ["id", "program", "args", "dir", "state", "exit_code", "signal", "started_at", "ended_at", "output_bytes", "dropped_bytes", "told"],
         "additionalProperties": false

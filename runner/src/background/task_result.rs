@@ -58,6 +58,9 @@ pub fn live(record: &Record) -> Live {
         line = last_line(&file, meta.len());
     }
     let _ = write!(message, "; {bytes} bytes of output");
+    if let Some(note) = record.summary().unwritten_note() {
+        let _ = write!(message, " ({note})");
+    }
     if let Some(line) = line {
         let _ = write!(message, "; last line: {line}");
     }
@@ -168,6 +171,10 @@ pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
             record.launch.limits.output_cap_bytes
         );
     }
+    let summary = record.summary().shortened();
+    if let Some(note) = summary.unwritten_note() {
+        let _ = write!(text, "; {note}");
+    }
     text.push_str(" ---\n");
     if let Some(problem) = &problem {
         let _ = writeln!(text, "({problem})");
@@ -176,7 +183,7 @@ pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
     if !shown.is_empty() && !shown.ends_with('\n') {
         text.push('\n');
     }
-    let mut summary = record.summary().shortened();
+    let mut summary = summary;
     summary.output_bytes = output_bytes;
     let mut structured = serde_json::to_value(summary).unwrap_or_else(|_| json!({}));
     if let Some(object) = structured.as_object_mut() {
