@@ -33,10 +33,11 @@
 //!
 //! ## What each operation costs
 //!
-//! A `start` takes `start.lock` (shared), one slot, and writes the run's lock, its index names
-//! and its record: a few files, whatever the folder keeps. A `list` page reads the newest
-//! minutes of `index/started/` (or `index/running/` for `state: running`) and the records it
-//! shows. A sweep reads `index/running/` (trying each lock), `index/untold/`, and the
+//! A `start` takes `start.lock` (shared), one slot (one try when starts follow each other:
+//! [`slot`]), and writes the run's lock, its index names and its record: a few files, whatever
+//! the folder keeps and however many runs are alive. A `list` page reads the newest minutes of
+//! `index/started/` and, in each, its newest tenths of a second (or `index/running/` for
+//! `state: running`) and the records it shows, however many runs started within a minute. A sweep reads `index/running/` (trying each lock), `index/untold/`, and the
 //! `index/due/` minutes up to now. Removing a run removes its files by name. Only a folder made
 //! before the index, swept once, and `remove --state` read the whole folder; the look for
 //! records no index names reads its top level ([`strays`]: a sweep asked for by a person or a

@@ -1,13 +1,14 @@
-//! A `list` page read through the index: the newest `started` minutes (or `running/` for
-//! `state: running`) down to the page's end, and the records those names point at, so that a
-//! page costs what it returns, not what the folder keeps ([`crate::index`] says how the names
-//! are kept).
+//! A `list` page read through the index: the newest `started` minutes and, in each, the
+//! newest tenths of a second (or `running/` for `state: running`) down to the page's end, and
+//! the records those names point at, so that a page costs what it returns, not what the folder
+//! keeps nor how many runs started within a minute ([`crate::index`] says how the names are
+//! kept).
 
-use std::path::PathBuf;
+use std::collections::HashSet;
 
 use crate::error::Error;
 use crate::id::RunId;
-use crate::index::{Kind, MINUTE_MS, dir, is_indexed, names_in, running};
+use crate::index::{is_indexed, running, started};
 use crate::layout::StateDir;
 use crate::record::Record;
 use crate::status::State;
@@ -61,43 +62,39 @@ pub fn page(
         records.truncate(wanted);
         page = records;
     } else {
-        let mut minutes: Vec<(u64, PathBuf)> = names_in(&dir(state, Kind::Started))?
-            .into_iter()
-            .filter_map(|(name, path)| Some((name.parse::<u64>().ok()?, path)))
-            .filter(|(minute, _)| before.is_none_or(|(ms, _)| *minute <= ms / MINUTE_MS))
-            .collect();
-        minutes.sort_by(|a, b| b.cmp(a));
+        let not_after = before.map(|(ms, _)| ms);
         let mut scanned = 0usize;
         let mut last_read: Option<(u64, RunId)> = None;
-        'minutes: for (_, minute) in minutes {
-            let mut entries: Vec<(u64, RunId)> = names_in(&minute)?
-                .into_iter()
-                .filter_map(|(name, _)| {
-                    let (ms, id) = name.split_once('-')?;
-                    Some((ms.parse().ok()?, RunId::parse(id).ok()?))
-                })
-                .filter(|(ms, id)| older(*ms, id))
-                .collect();
-            entries.sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
-            for (ms, id) in entries {
-                if scanned >= PAGE_SCAN {
-                    scanned_to = last_read;
-                    break 'minutes;
-                }
-                scanned += 1;
-                last_read = Some((ms, id.clone()));
-                let Ok(record) = Record::load(state, &id) else {
-                    continue;
-                };
-                // A name left for another start time (a record rewritten by hand) is passed
-                // over: the record's own time decides, so a run is never shown twice.
-                if record.started_at_ms.0 != ms {
-                    continue;
-                }
-                if admits(record.status.state()) {
-                    page.push(record);
-                    if page.len() >= wanted {
+        // A run moved into its tenth while this page reads (an upgrade of the folder's index)
+        // may be named twice: it is shown once.
+        let mut seen: HashSet<RunId> = HashSet::new();
+        'minutes: for minute in started::minutes(state, not_after)? {
+            for part in minute.parts(not_after)? {
+                for (ms, id) in part.runs()? {
+                    if !older(ms, &id) || seen.contains(&id) {
+                        continue;
+                    }
+                    if scanned >= PAGE_SCAN {
+                        scanned_to = last_read;
                         break 'minutes;
+                    }
+                    scanned += 1;
+                    last_read = Some((ms, id.clone()));
+                    let Ok(record) = Record::load(state, &id) else {
+                        continue;
+                    };
+                    seen.insert(id);
+                    // A name left for another start time (a record rewritten by hand) is
+                    // passed over: the record's own time decides, so a run is never shown
+                    // twice.
+                    if record.started_at_ms.0 != ms {
+                        continue;
+                    }
+                    if admits(record.status.state()) {
+                        page.push(record);
+                        if page.len() >= wanted {
+                            break 'minutes;
+                        }
                     }
                 }
             }

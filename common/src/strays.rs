@@ -133,15 +133,5 @@ fn looked_path(state: &StateDir) -> std::path::PathBuf {
 /// The ids that have a `started` name: every run the index knows of. Reads the whole
 /// `started` tree (what a look at the folder's top level costs anyway).
 pub fn started_ids(state: &StateDir) -> Result<std::collections::HashSet<RunId>, Error> {
-    let mut ids = std::collections::HashSet::new();
-    for (_, minute) in index::names_in(&index::dir(state, index::Kind::Started))? {
-        for (name, _) in index::names_in(&minute)? {
-            if let Some((_, id)) = name.split_once('-')
-                && let Ok(id) = RunId::parse(id)
-            {
-                ids.insert(id);
-            }
-        }
-    }
-    Ok(ids)
+    index::started::all_ids(state)
 }

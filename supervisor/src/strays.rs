@@ -39,7 +39,10 @@ pub fn look(state: &StateDir, asked: Asked, report: &mut Report, tidy: &mut Tidy
             return;
         }
     };
-    tracing::debug!(?asked, "reading the state folder's top level for records no index names");
+    tracing::debug!(
+        ?asked,
+        "reading the state folder's top level for records no index names"
+    );
     let ids = match look.unindexed(state) {
         Ok(ids) => ids,
         Err(err) => {

@@ -28,7 +28,8 @@ use crate::sweep_one::{Report, Seen, Tidy, sweep_one, tidy_gone};
 /// An indexed folder ([`index`]) is swept from its index: the runs that may be running, the
 /// untold ones, and the `due` minutes that are over — what is due, whatever the folder keeps.
 /// Records no index names are looked for as `asked` says ([`strays::look`]). A folder made
-/// before the index is swept whole, then indexed.
+/// before the index is swept whole, then indexed; one of an older index version is upgraded
+/// ([`index::upgrade`]).
 pub fn run(path: &Path, asked: Asked) -> Result<Report> {
     let mut report = Report::default();
     let state = match StateDir::open(path) {
@@ -48,6 +49,16 @@ pub fn run(path: &Path, asked: Asked) -> Result<Report> {
     };
     tidy.finish();
     swept?;
+    if indexed && index::needs_upgrade(&state) {
+        // Once: an older version's index is read as it is meanwhile.
+        match index::upgrade(&state) {
+            Ok(moved) => tracing::info!(moved, "the state folder's index is upgraded"),
+            Err(err) => tracing::warn!(
+                "upgrading the state folder's index (it is read as it is): {}",
+                lnk_common::Causes(&err)
+            ),
+        }
+    }
     if !indexed {
         let records = index::migrate(&state)?;
         tracing::info!(records, "the state folder is indexed");

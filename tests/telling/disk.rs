@@ -150,7 +150,7 @@ impl Tell {
     /// Files an edited record in the state folder's index as `lnk_common::index` documents
     /// it (names only; a writer of a record must keep them): `running/<id>` while running,
     /// `due/<minute of end + keep>/<id>` once ended, `untold/<id>` while a tell is due, and
-    /// its `started` name for its (new) start time.
+    /// its `started` name for its (new) start time, in its minute's tenth of a second.
     pub fn refile(&self, before: &Value, record: &Value) {
         let index = self.state().join("index");
         let id = record["id"].as_str().unwrap();
@@ -164,6 +164,7 @@ impl Tell {
             index
                 .join("started")
                 .join(minute(ms))
+                .join(format!("{:03}", ms % 60_000 / 100))
                 .join(format!("{ms:013}-{id}"))
         };
         let _ = std::fs::remove_file(started(before));

@@ -216,20 +216,18 @@ fn a_filtered_page_reads_a_bounded_number_of_records_and_goes_on() {
 /// The names under `index/<kind>/` (one level of minute folders for `started` and `due`) that
 /// end with `id`.
 fn index_names_of(t: &Tell, kind: &str, id: &str) -> Vec<std::path::PathBuf> {
-    let folder = t.state().join("index").join(kind);
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            for inner in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                if inner.file_name().to_string_lossy().ends_with(id) {
-                    found.push(inner.path());
-                }
+    fn walk(folder: &std::path::Path, id: &str, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, id, found);
+            } else if entry.file_name().to_string_lossy().ends_with(id) {
+                found.push(path);
             }
-        } else if entry.file_name().to_string_lossy().ends_with(id) {
-            found.push(path);
         }
     }
+    let mut found = Vec::new();
+    walk(&t.state().join("index").join(kind), id, &mut found);
     found
 }
 
@@ -397,4 +395,48 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
                 .join(format!("{id}.out"))
         ));
     }
+}
+
+/// A run's `started` name lies in the tenth of a second of its minute (`index/version` 2), so a
+/// `list` page reads the runs of a tenth, not of a whole minute (issue 31, item 5). A folder of
+/// the index's version 1 (names straight in the minute) is read as it is, and its first sweep
+/// moves its names into their tenths and writes version 2.
+#[test]
+fn the_index_files_runs_by_the_tenth_and_a_version_1_index_is_upgraded() {
+    let t = Tell::new(Sandbox::Passthrough);
+    let mut serve = t.bg.serve(&Flags::default()).start();
+    let (real, record) = t.ended_run(&mut serve, "echo real");
+    let index = t.state().join("index");
+    let version = || std::fs::read_to_string(index.join("version")).unwrap();
+    assert_eq!(version(), "2\n");
+    let ms = record["started_at_ms"].as_u64().unwrap();
+    let minute = index.join("started").join(format!("{:010}", ms / 60_000));
+    let name = format!("{ms:013}-{real}");
+    let tenth = minute.join(format!("{:03}", ms % 60_000 / 100)).join(&name);
+    assert!(
+        exists(&tenth),
+        "{real} is not filed in its tenth: {:?}",
+        index_names_of(&t, "started", &real)
+    );
+
+    // Made version 1: the name straight in the minute's folder.
+    std::fs::rename(&tenth, minute.join(&name)).unwrap();
+    std::fs::remove_dir(tenth.parent().unwrap()).unwrap();
+    std::fs::write(index.join("version"), b"1\n").unwrap();
+    let ids: Vec<String> = list(&mut serve)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, vec![real.clone()], "a version-1 index is read");
+
+    let stderr = t.sweep();
+    assert_eq!(version(), "2\n", "{stderr}");
+    assert!(exists(&tenth), "{:?}", index_names_of(&t, "started", &real));
+    assert!(!exists(&minute.join(&name)));
+    let ids: Vec<String> = list(&mut serve)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, vec![real], "the upgraded index is read");
+    drop(serve);
 }

@@ -30,86 +30,21 @@ pub struct Options {
     /// Runs past their keep that one sweep expires, with their output files.
     #[arg(long, default_value_t = 8000)]
     pub expire: usize,
+    /// Also time `list` pages over as many kept runs started within one minute (a burst),
+    /// in an index of version 1 (then upgraded) and of this version.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub burst: bool,
 }
+
+mod burst;
+mod fabricate;
+
+use fabricate::{IndexVersion, Kept, Spread, fabricate, make_state};
 
 const HOUR_MS: u64 = 3_600_000;
 const LIMIT: Duration = Duration::from_secs(60);
 /// Timed calls of each kind.
 const TIMED: usize = 20;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
-}
-
-fn minute(ms: u64) -> String {
-    format!("{:010}", ms / 60_000)
-}
-
-fn touch(path: &Path) -> Result<()> {
-    std::fs::write(path, b"").with_context(|| format!("writing {}", path.display()))
-}
-
-/// Makes `state` an indexed state folder (0700, `index/version`).
-fn make_state(state: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(state.join("index"))?;
-    std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700))?;
-    std::fs::write(state.join("index/version"), b"1\n")?;
-    Ok(())
-}
-
-/// Writes `n` ended, told runs from `template`, ended `ended_ago_ms` ago and started 5 s
-/// before, with output files in `files` when asked; ids `<prefix><number>`.
-fn fabricate(
-    state: &Path,
-    files: Option<&Path>,
-    template: &Value,
-    n: usize,
-    prefix: &str,
-    ended_ago_ms: u64,
-) -> Result<()> {
-    let now = now_ms();
-    let mut record = template.clone();
-    record["launch"]["limits"]["keep_ms"] = json!(HOUR_MS);
-    record["launch"]["tell_to"] = Value::Null;
-    record["output"]["file"] = Value::Null;
-    let index = state.join("index");
-    for i in 0..n {
-        let id = format!("{prefix}{i:0width$}", width = 20 - prefix.len());
-        // Spread over the last hour, as a busy hour of starts would be.
-        let started = now - ended_ago_ms - 5000 - (i as u64 * HOUR_MS / n.max(1) as u64);
-        let ended = started + 5000;
-        record["id"] = json!(id);
-        record["started_at_ms"] = json!(started);
-        record["status"] = json!({"state": "exited", "ended_at_ms": ended, "exit": {"code": 0}});
-        record["telling"] = json!({"told": true, "attempts": 1, "last_attempt_at_ms": ended});
-        std::fs::write(
-            state.join(format!("{id}.json")),
-            serde_json::to_vec(&record)?,
-        )?;
-        let lock = state.join(format!("{id}.lock"));
-        touch(&lock)?;
-        // The index's names are hard links of the lock, as a start and a supervisor make them.
-        let link = |to: &Path| {
-            std::fs::hard_link(&lock, to).with_context(|| format!("linking {}", to.display()))
-        };
-        let started_dir = index.join("started").join(minute(started));
-        std::fs::create_dir_all(&started_dir)?;
-        link(&started_dir.join(format!("{started:013}-{id}")))?;
-        let due_dir = index.join("due").join(minute(ended + HOUR_MS));
-        std::fs::create_dir_all(&due_dir)?;
-        link(&due_dir.join(&id))?;
-        if let Some(files) = files {
-            std::fs::write(
-                files.join("background").join(format!("{id}.out")),
-                b"output\n",
-            )?;
-        }
-    }
-    Ok(())
-}
 
 /// Writes the file system holding `folder` back to the disk (`syncfs`).
 fn write_back(folder: &Path) -> Result<()> {
@@ -154,9 +89,18 @@ pub fn run(
     options: &Options,
 ) -> Result<()> {
     let state = place.root.path().join("scale");
-    make_state(&state)?;
+    make_state(&state, IndexVersion::V2)?;
     let made = Instant::now();
-    fabricate(&state, None, template, options.kept, "kept", 1000)?;
+    fabricate(&Kept {
+        state: &state,
+        files: None,
+        template,
+        n: options.kept,
+        prefix: "kept",
+        ended_ago_ms: 1000,
+        spread: Spread::Hour,
+        version: IndexVersion::V2,
+    })?;
     let fabricated = made.elapsed();
     // Written back before anything is timed: a folder that keeps 100,000 runs was not made
     // all at once, and the timed calls must not queue behind the writeback of its making.
@@ -165,9 +109,12 @@ pub fn run(
     let mut serve = place.serve_capped(bins, "scale", &state, false, cap)?;
     let sleeping = state.to_string_lossy().into_owned();
     let mut ids = Vec::with_capacity(options.running);
+    // Each start's time as the runs pile up: what a start does must not grow with them.
+    let mut piling = Vec::with_capacity(options.running);
     for _ in 0..options.running {
-        let (id, _) = start_run(&mut serve, "sleep", &["600"])?;
+        let (id, took) = start_run(&mut serve, "sleep", &["600"])?;
         ids.push(id);
+        piling.push(took);
     }
     // Every supervisor up (its run recorded with its group).
     let deadline = Instant::now() + LIMIT;
@@ -266,6 +213,32 @@ pub fn run(
         fabricated.as_secs_f64(),
         options.running
     ));
+    let hundreds: Vec<Duration> = piling
+        .chunks(100)
+        .map(|chunk| Summary::of(chunk).median)
+        .collect();
+    if let (Some(first), Some(last)) = (hundreds.first(), hundreds.last()) {
+        let shown: Vec<String> = hundreds
+            .iter()
+            .map(|m| format!("{:.1}", m.as_secs_f64() * 1000.0))
+            .collect();
+        report.row(Row::value(
+            &format!(
+                "`start` of `sleep` as the {} start, median of each hundred",
+                options.running
+            ),
+            format!("{} ms", shown.join(" ")),
+            format!(
+                "last / first: {:.2}",
+                last.as_secs_f64() / first.as_secs_f64()
+            ),
+            Some((
+                "<= 5 ms, flat".into(),
+                *last <= Duration::from_millis(5)
+                    && last.as_secs_f64() <= 1.5 * first.as_secs_f64(),
+            )),
+        ));
+    }
     let s = Summary::of(&starts);
     report.row(Row::times_target(
         "`start` of `true`",
@@ -280,6 +253,9 @@ pub fn run(
         "< 20 ms",
         l.median < Duration::from_millis(20),
     ));
+    if options.burst {
+        burst::run(report, bins, place, template, options, l.median)?;
+    }
     // PSS is what serve costs the machine, and what the target is on; RSS beside it counts
     // the pages it shares (its code, libc) whole.
     report.row(Row::value(
@@ -349,15 +325,17 @@ fn expire(
     synced: bool,
 ) -> Result<(Duration, usize, usize)> {
     let expiring = place.root.path().join(format!("expiring-{prefix}"));
-    make_state(&expiring)?;
-    fabricate(
-        &expiring,
-        Some(&place.files),
+    make_state(&expiring, IndexVersion::V2)?;
+    fabricate(&Kept {
+        state: &expiring,
+        files: Some(&place.files),
         template,
-        options.expire,
+        n: options.expire,
         prefix,
-        2 * HOUR_MS,
-    )?;
+        ended_ago_ms: 2 * HOUR_MS,
+        spread: Spread::Hour,
+        version: IndexVersion::V2,
+    })?;
     if synced {
         write_back(&expiring)?;
     }

@@ -10,9 +10,9 @@
 //!
 //! | name | present while |
 //! |---|---|
-//! | `index/version` | every record of the folder is indexed (written when the folder is made, or once a sweep has indexed an older folder: [`migrate`]) |
+//! | `index/version` | every record of the folder is indexed (written when the folder is made, or once a sweep has indexed an older folder: [`migrate`]); it holds the index's version, `2` ([`VERSION`]; a version-1 folder is read as well, and its first sweep upgrades it: [`upgrade`]) |
 //! | `index/running/<id>` | the run may be running: made by `start` before the record, removed once its end is filed |
-//! | `index/started/<minute>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<started_at_ms>` 13 digits, so names sort by start time |
+//! | `index/started/<minute>/<tenth>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<tenth>` the tenth of a second within it (3 digits), `<started_at_ms>` 13 digits, so names sort by start time ([`started`]; version 1 had no `<tenth>`) |
 //! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
 //! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
 //! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`crate::strays`]) |
@@ -30,34 +30,37 @@
 //! * A sweep reads `running/` (each run's lock tried: a free one is a supervisor gone),
 //!   `untold/`, and the `due/` minutes that are over (a minute late at most, so that a filing
 //!   under way is never missed), removing what is due ([`forget`]).
-//! * `list` reads `running/` for `state: running`, else the newest `started` minutes down to
-//!   the page's end, reading at most [`crate::list_page::PAGE_SCAN`] records for a page
-//!   ([`crate::list_page::page`]).
+//! * `list` reads `running/` for `state: running`, else the newest `started` minutes and their
+//!   newest tenths down to the page's end, reading at most [`crate::list_page::PAGE_SCAN`]
+//!   records for a page ([`crate::list_page::page`]).
 //!
 //! A folder made before the index (its records are version 1, as today's) has no
 //! `index/version`: `list` then reads every record, and the next sweep indexes them all once
 //! ([`migrate`]).
 
 use std::fs;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rustix::fs::{AtFlags, Mode};
-use rustix::io::Errno;
-
-use crate::error::{Error, Op};
+use crate::error::Error;
 use crate::id::RunId;
 use crate::layout::StateDir;
 use crate::record::{Record, TELL_WINDOW};
 use crate::time::UnixMs;
 
+mod names;
+pub(crate) mod started;
+
+pub(crate) use names::names_in;
+use names::{age_of, ids_in, make_dir, make_dirs, name, remove, remove_empty_dir};
+
 /// The index folder, inside the state folder.
 pub const INDEX_DIR: &str = "index";
 /// Present when every record is indexed.
 pub const VERSION_FILE: &str = "version";
-/// What `index/version` holds.
-pub const VERSION: &str = "1\n";
+/// What `index/version` holds: version 2 files each `started` name in the tenth of a second
+/// of its minute ([`started`]).
+pub const VERSION: &str = "2\n";
 /// A `running` name younger than this whose run has no lock and no record may be a start
 /// under way; older, it is a start that died, and goes.
 pub const START_GRACE: Duration = Duration::from_secs(60);
@@ -92,13 +95,6 @@ fn minute_name(ms: u64) -> String {
     format!("{:010}", ms / MINUTE_MS)
 }
 
-pub(crate) fn started_path(state: &StateDir, record: &Record) -> PathBuf {
-    let ms = record.started_at_ms.0;
-    dir(state, Kind::Started)
-        .join(minute_name(ms))
-        .join(format!("{ms:013}-{}", record.id))
-}
-
 /// When a sweep should first look at an ended run: its end plus its keep (told or not: an
 /// untold one found there early is filed again for later).
 pub(crate) fn due_at(record: &Record) -> Option<UnixMs> {
@@ -123,9 +119,30 @@ pub(crate) fn due_path(state: &StateDir, at: UnixMs, id: &RunId) -> PathBuf {
         .join(id.as_str())
 }
 
-/// Whether the folder is indexed (`index/version` exists).
+/// Whether the folder is indexed (`index/version` exists), in either version.
 pub fn is_indexed(state: &StateDir) -> bool {
     state.path().join(INDEX_DIR).join(VERSION_FILE).is_file()
+}
+
+/// Whether an indexed folder's index is of an older version than [`VERSION`] (readers take it
+/// as it is; [`upgrade`] brings it up to date).
+pub fn needs_upgrade(state: &StateDir) -> bool {
+    let path = state.path().join(INDEX_DIR).join(VERSION_FILE);
+    fs::read_to_string(path).is_ok_and(|version| version != VERSION)
+}
+
+/// Brings an indexed folder's index up to [`VERSION`] from version 1: its `started` names
+/// move into their tenths ([`started::upgrade`]), then `index/version` says 2. Costs the whole
+/// `started` tree, once. How many names were moved.
+pub fn upgrade(state: &StateDir) -> Result<usize, Error> {
+    let moved = started::upgrade(state)?;
+    crate::write::write_whole(
+        &state.path().join(INDEX_DIR),
+        VERSION_FILE,
+        VERSION.as_bytes(),
+        Default::default(),
+    )?;
+    Ok(moved)
 }
 
 /// Marks a new (empty) state folder indexed.
@@ -140,7 +157,7 @@ pub fn init(state: &StateDir) -> Result<(), Error> {
 pub fn started(state: &StateDir, record: &Record) -> Result<(), Error> {
     let id = &record.id;
     name(state, id, &dir(state, Kind::Running).join(id.as_str()))?;
-    name(state, id, &started_path(state, record))
+    name(state, id, &started::path(state, record))
 }
 
 /// Files a run whose end was just stored (see the module docs). The caller holds its lock.
@@ -163,7 +180,7 @@ pub fn ended(state: &StateDir, record: &Record) -> Result<(), Error> {
 /// while it runs, else its `due` name and, while it is to be told, `untold/<id>`.
 pub fn file_found(state: &StateDir, record: &Record) -> Result<(), Error> {
     let id = &record.id;
-    name(state, id, &started_path(state, record))?;
+    name(state, id, &started::path(state, record))?;
     if record.status.is_running() {
         name(state, id, &dir(state, Kind::Running).join(id.as_str()))?;
     } else {
@@ -210,8 +227,8 @@ pub fn refile(state: &StateDir, record: &Record, from: &Path) -> Result<(), Erro
 /// Removes every name of a run (it is being removed; the caller holds its lock).
 pub fn forget(state: &StateDir, record: &Record) -> Result<(), Error> {
     let found = Found::default();
-    if let Some(minute) = forget_names(state, record, &found)? {
-        remove_empty_dir(&minute);
+    if let Some(folder) = forget_names(state, record, &found)? {
+        started::remove_folder_if_empty(&folder);
     }
     forget_due(state, record, &found)
 }
@@ -241,9 +258,9 @@ impl Default for Found<'_> {
 }
 
 /// [`forget`] but for the `due` names ([`forget_due`]), trying only the names `found` says
-/// may be there, and leaving the run's `started` minute folder for the caller to remove once
-/// empty ([`remove_minute_if_empty`]): a sweep removing thousands of runs tries each minute
-/// once. The minute's folder is returned.
+/// may be there, and leaving the folder of the run's `started` name for the caller to remove
+/// once empty ([`remove_minute_if_empty`]): a sweep removing thousands of runs tries each
+/// folder once. That folder is returned.
 pub fn forget_names(
     state: &StateDir,
     record: &Record,
@@ -255,9 +272,7 @@ pub fn forget_names(
     if found.untold {
         remove(&dir(state, Kind::Untold).join(record.id.as_str()))?;
     }
-    let started = started_path(state, record);
-    remove(&started)?;
-    Ok(started.parent().map(Path::to_owned))
+    started::forget(state, record).map(Some)
 }
 
 /// Removes a run's `due` names (the one `found` names, else both it may have): the last step
@@ -278,9 +293,10 @@ pub fn forget_due(state: &StateDir, record: &Record, found: &Found<'_>) -> Resul
     }
 }
 
-/// Removes a `started` minute folder that [`forget_names`] returned, if nothing is left in it.
-pub fn remove_minute_if_empty(minute: &Path) {
-    remove_empty_dir(minute);
+/// Removes a `started` folder that [`forget_names`] returned, if nothing is left in it, and
+/// its minute's folder once that is empty too.
+pub fn remove_minute_if_empty(folder: &Path) {
+    started::remove_folder_if_empty(folder);
 }
 
 /// The ids under `running/`, with the age of each name.
@@ -376,124 +392,4 @@ pub fn migrate(state: &StateDir) -> Result<usize, Error> {
     }
     init(state)?;
     Ok(indexed)
-}
-
-/// Makes the index name `path` for run `id`: a hard link of its lock file, or an empty file
-/// when it has none. A name that exists already is left as it is.
-pub(crate) fn name(state: &StateDir, id: &RunId, path: &Path) -> Result<(), Error> {
-    let lock = state.lock(id);
-    // Not following a link: the name links the lock's own inode, whatever it is, and only the
-    // name is ever read.
-    let link = || {
-        rustix::fs::linkat(
-            rustix::fs::CWD,
-            &lock,
-            rustix::fs::CWD,
-            path,
-            AtFlags::empty(),
-        )
-    };
-    match link() {
-        Ok(()) | Err(Errno::EXIST) => Ok(()),
-        Err(Errno::NOENT) if !path.parent().is_some_and(Path::exists) => {
-            if let Some(parent) = path.parent() {
-                make_dirs(parent)?;
-            }
-            match link() {
-                Ok(()) | Err(Errno::EXIST) => Ok(()),
-                Err(Errno::NOENT) => touch(path),
-                Err(e) => Err(Error::io(Op::Create, path, e)),
-            }
-        }
-        // No lock (or a file system without links): an empty file of its own.
-        Err(_) => touch(path),
-    }
-}
-
-/// Makes an empty file (and its folders, 0700), if missing.
-fn touch(path: &Path) -> Result<(), Error> {
-    let create = || {
-        rustix::fs::open(
-            path,
-            rustix::fs::OFlags::CREATE
-                | rustix::fs::OFlags::WRONLY
-                | rustix::fs::OFlags::CLOEXEC
-                | rustix::fs::OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o600),
-        )
-    };
-    match create() {
-        Ok(_) => Ok(()),
-        Err(Errno::NOENT) => {
-            if let Some(parent) = path.parent() {
-                make_dirs(parent)?;
-            }
-            create()
-                .map(drop)
-                .map_err(|e| Error::io(Op::Create, path, e))
-        }
-        Err(e) => Err(Error::io(Op::Create, path, e)),
-    }
-}
-
-fn make_dir(dir: &Path) -> Result<(), Error> {
-    match rustix::fs::mkdir(dir, Mode::from_raw_mode(0o700)) {
-        Ok(()) | Err(Errno::EXIST) => Ok(()),
-        Err(e) => Err(Error::io(Op::MakeDir, dir, e)),
-    }
-}
-
-fn make_dirs(dir: &Path) -> Result<(), Error> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .create(dir)
-        .map_err(|e| Error::io(Op::MakeDir, dir, e))
-}
-
-fn remove(path: &Path) -> Result<(), Error> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(Op::Remove, path, e)),
-    }
-}
-
-/// Removes a folder of the index if it is empty (a start filing into it meanwhile makes it
-/// again).
-fn remove_empty_dir(dir: &Path) {
-    let _ = fs::remove_dir(dir);
-}
-
-/// The names in `dir` (none if it does not exist), with their paths.
-pub(crate) fn names_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(Op::List, dir, e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(Op::List, dir, e))?;
-        if let Ok(name) = entry.file_name().into_string() {
-            names.push((name, entry.path()));
-        }
-    }
-    Ok(names)
-}
-
-/// The run ids named in `dir`, each with its name's age.
-fn ids_in(dir: &Path) -> Result<Vec<(RunId, Duration)>, Error> {
-    Ok(names_in(dir)?
-        .into_iter()
-        .filter_map(|(name, path)| {
-            let id = RunId::parse(&name).ok()?;
-            Some((id, age_of(&path).unwrap_or(Duration::ZERO)))
-        })
-        .collect())
-}
-
-/// How long ago `path` was last modified; `None` when it is gone.
-fn age_of(path: &Path) -> Option<Duration> {
-    let modified = fs::symlink_metadata(path).and_then(|m| m.modified()).ok()?;
-    Some(modified.elapsed().unwrap_or(Duration::ZERO))
 }

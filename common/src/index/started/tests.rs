@@ -1,0 +1,206 @@
+//! The `started` names in their tenths, read by a page in order across them, a version-1
+//! folder read as it is and upgraded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::list_page;
+use crate::record::{Launch, Limits, Program};
+use crate::status::State;
+use crate::time::UnixMs;
+
+/// A minute's start (a multiple of 60,000 ms).
+const MINUTE: u64 = 1_800_000_000_000;
+
+struct Folder {
+    _dir: tempfile::TempDir,
+    state: StateDir,
+}
+
+fn folder() -> Folder {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path().join("state"));
+    state.create().unwrap();
+    crate::index::init(&state).unwrap();
+    Folder { _dir: dir, state }
+}
+
+fn run(id: &str, started_at_ms: u64) -> Record {
+    let launch = Launch {
+        files: "/w".into(),
+        sandbox: vec!["bwrap".into()],
+        program: Program {
+            name: "true".into(),
+            args: vec![],
+            dir: ".".into(),
+            path: "/bin/true".into(),
+            cwd: "/w".into(),
+        },
+        vars: Default::default(),
+        limits: Limits {
+            timeout_ms: 60_000,
+            output_cap_bytes: 65_536,
+            keep_ms: 3_600_000,
+        },
+        thread: String::new(),
+        hops: 0,
+        tell_to: None,
+        stdin: Default::default(),
+    };
+    Record::new(
+        RunId::parse(id).unwrap(),
+        "boot".into(),
+        UnixMs(started_at_ms),
+        launch,
+    )
+}
+
+/// `n` runs stored and filed as a start files them, started 7 ms apart from `first` on; their
+/// ids, oldest first.
+fn started_runs(state: &StateDir, first: u64, n: usize, filed: impl Fn(&Record)) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let record = run(&format!("run{i:09}"), first + 7 * i as u64);
+            record
+                .store_with(state, crate::write::Durability::Atomic)
+                .unwrap();
+            filed(&record);
+            record.id.as_str().to_owned()
+        })
+        .collect()
+}
+
+/// Every page of `limit`, following `next` as `list` does; the ids, newest first.
+fn every_page(state: &StateDir, limit: usize) -> Vec<String> {
+    let mut shown = Vec::new();
+    let mut before: Option<(u64, RunId)> = None;
+    loop {
+        let page = list_page::page(
+            state,
+            &|_: State| true,
+            false,
+            limit,
+            before.as_ref().map(|(ms, id)| (*ms, id)),
+        )
+        .unwrap()
+        .expect("indexed");
+        shown.extend(page.records.iter().map(|r| r.id.as_str().to_owned()));
+        let Some(last) = page.records.last() else {
+            break;
+        };
+        if !page.more {
+            break;
+        }
+        before = Some((last.started_at_ms.0, last.id.clone()));
+    }
+    shown
+}
+
+#[test]
+fn a_started_name_lies_in_the_tenth_of_its_second() {
+    let record = run("abcdefghijkl", MINUTE + 59_999);
+    let state = StateDir::new("/s");
+    assert_eq!(
+        path(&state, &record),
+        Path::new("/s/index/started/0030000000/599/1800000059999-abcdefghijkl")
+    );
+    let record = run("abcdefghijkl", MINUTE + 100);
+    assert!(path(&state, &record).ends_with("0030000000/001/1800000000100-abcdefghijkl"));
+}
+
+#[test]
+fn pages_go_through_the_tenths_in_order() {
+    let f = folder();
+    // 400 runs 7 ms apart: 29 tenths of one minute, across two minutes' edge.
+    let ids = started_runs(&f.state, MINUTE - 1_400, 400, |r| {
+        crate::index::started(&f.state, r).unwrap()
+    });
+    let tenths = names_in(&f.state.path().join("index/started/0030000000"))
+        .unwrap()
+        .len();
+    assert!(tenths > 10, "{tenths}");
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    for limit in [1, 7, 20, 200] {
+        assert_eq!(
+            every_page(&f.state, limit),
+            newest_first,
+            "pages of {limit}"
+        );
+    }
+}
+
+#[test]
+fn a_version_1_folder_is_read_as_it_is_then_upgraded() {
+    let f = folder();
+    // As version 1 filed them: straight in the minute's folder (and `running/` beside).
+    let flat = started_runs(&f.state, MINUTE + 1_000, 300, |r| {
+        let name = path_v1(&f.state, r);
+        make_dirs(name.parent().unwrap()).unwrap();
+        fs::write(&name, b"").unwrap();
+    });
+    // A minute that holds both: a start of this version beside them.
+    let late = run("latelatelatelate", MINUTE + 50_000);
+    late.store_with(&f.state, crate::write::Durability::Atomic)
+        .unwrap();
+    crate::index::started(&f.state, &late).unwrap();
+    fs::write(f.state.path().join("index/version"), "1\n").unwrap();
+    let mut expected: Vec<String> = vec![late.id.as_str().to_owned()];
+    expected.extend(flat.iter().rev().cloned());
+    assert!(crate::index::needs_upgrade(&f.state));
+    assert_eq!(every_page(&f.state, 20), expected, "read as it is");
+
+    // A run removed before the upgrade loses its name wherever it was filed.
+    let gone = run(&flat[0], MINUTE + 1_000);
+    let folder_left = forget(&f.state, &gone).unwrap();
+    assert!(
+        folder_left.ends_with("started/0030000000"),
+        "{folder_left:?}"
+    );
+    expected.pop();
+
+    assert_eq!(crate::index::upgrade(&f.state).unwrap(), 299);
+    assert!(!crate::index::needs_upgrade(&f.state));
+    let minute = f.state.path().join("index/started/0030000000");
+    let left_flat: Vec<String> = names_in(&minute)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| name.contains('-'))
+        .collect();
+    assert!(left_flat.is_empty(), "{left_flat:?}");
+    assert_eq!(every_page(&f.state, 20), expected, "read upgraded");
+    assert_eq!(all_ids(&f.state).unwrap().len(), expected.len());
+
+    // Removed after the upgrade: from its tenth, and the tenth's folder goes once empty.
+    let newest = run(&flat[299], MINUTE + 1_000 + 7 * 299);
+    let tenth = forget(&f.state, &newest).unwrap();
+    assert!(tenth.ends_with("0030000000/030"), "{tenth:?}");
+    remove_folder_if_empty(&tenth);
+    assert!(tenth.exists(), "a tenth that still names runs stays");
+}
+
+#[test]
+fn a_run_named_in_both_places_is_shown_once() {
+    let f = folder();
+    let ids = started_runs(&f.state, MINUTE + 5_000, 3, |r| {
+        crate::index::started(&f.state, r).unwrap();
+        let name = path_v1(&f.state, r);
+        fs::write(&name, b"").unwrap();
+    });
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(every_page(&f.state, 20), newest_first);
+    assert_eq!(every_page(&f.state, 1), newest_first);
+}
+
+#[test]
+fn the_last_run_of_a_minute_takes_its_folders_with_it() {
+    let f = folder();
+    let ids = started_runs(&f.state, MINUTE + 30_000, 1, |r| {
+        crate::index::started(&f.state, r).unwrap()
+    });
+    let record = run(&ids[0], MINUTE + 30_000);
+    let tenth = forget(&f.state, &record).unwrap();
+    remove_folder_if_empty(&tenth);
+    let started = f.state.path().join("index/started");
+    assert!(names_in(&started).unwrap().is_empty(), "{started:?}");
+}
