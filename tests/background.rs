@@ -32,6 +32,10 @@ mod hostile;
 /// A run's life: it outlives `serve`; `list`, `read` and `stop`; leftovers; bad ids.
 #[path = "background/lifecycle.rs"]
 mod lifecycle;
+/// A sandbox still being made when both of its run's reapers die: the sweep finds what goes
+/// on to run, outside the recorded session, by the run's output pipe.
+#[path = "background/made.rs"]
+mod made;
 /// `list` a page at a time: order, `before`/`next`, the state filter, refusals.
 #[path = "background/pages.rs"]
 mod pages;

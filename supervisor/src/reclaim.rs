@@ -8,11 +8,20 @@
 //!   a pidfd and given a few seconds to end: a gate that lives stops its run (SIGTERM, SIGKILL
 //!   two seconds later) and exits. It usually has begun already: its supervisor's death sent it
 //!   SIGTERM;
-//! - then each process still left is signalled only if `/proc` proves it the run's: in the
-//!   recorded session, started no earlier than the gate, **and** either started before a moment
-//!   at which the gate was seen alive, or holding the run's output pipe. Its group does not
-//!   matter: either proof holds for every process of the session, so a sandbox whose own group
-//!   was not recorded yet (its supervisor died as it started) is found all the same.
+//! - then each process still left is signalled only if `/proc` proves it the run's, started no
+//!   earlier than the gate **and** either in the recorded session and started before a moment
+//!   at which the gate was seen alive, or a child of the gate while it lives (a child
+//!   subreaper: what leaves the run's session is reparented to it), or holding the run's output
+//!   pipe, whatever its session. Its group does not matter, so a sandbox whose own group was not
+//!   recorded yet (its supervisor died as it started) is found all the same; and neither does
+//!   its session for the pipe: a sandbox's process that made a session of its own (bubblewrap's
+//!   `--new-session`, `setsid`) is found by the stdout and stderr the run gave it. That is what
+//!   finds a sandbox whose gate is gone while it was still being made: bubblewrap's process
+//!   inside its PID namespace gets its own `--die-with-parent` only once its namespaces are
+//!   made, so the death of the process outside does not end it before then, and it runs on in
+//!   a session of its own;
+//! - a gate that is still alive then (it did not end within the wait) is killed last, once
+//!   nothing of the run is left under it: killed first, it would hand what it holds to init.
 //!
 //! Why those two. Linux gives a pid number to a new process only once no process uses it as its
 //! pid, its group or its session. So while the gate (pid `S`, the session's leader) is alive, or
@@ -32,6 +41,7 @@
 //! `sandbox` field: the gate became the sandbox by `exec`) name no session; their group is
 //! killed only while its recorded leader still holds its id.
 
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use lnk_common::layout::StateDir;
@@ -147,19 +157,36 @@ pub fn kill_run(record: &Record) -> Reclaimed {
         return done;
     };
     let session = sandbox.session.get();
-    let looks_like_the_runs =
-        |stat: &Stat| stat.session == session && stat.start_time >= group.leader_start_time;
+    let leader = group.leader_pid.get();
+    let after_gate = |stat: &Stat| stat.start_time >= group.leader_start_time;
+    let looks_like_the_runs = |stat: &Stat| stat.session == session && after_gate(stat);
     let born_while_seen =
         |stat: &Stat| leader_seen && before_look.is_some_and(|t| stat.start_time < t);
+    // A gate that did not end when asked holds the run still: pinned, and killed last.
+    let living_leader = leader_seen.then(|| pin_living(&group)).flatten();
+    let leader_lives = || {
+        living_leader
+            .as_ref()
+            .is_some_and(|pidfd| !has_ended(pidfd))
+    };
     let killed = proven::kill_proven(|pid, stat| {
-        looks_like_the_runs(stat)
-            && (born_while_seen(stat)
+        pid != leader
+            && after_gate(stat)
+            && ((stat.session == session && born_while_seen(stat))
+                || (stat.ppid == leader && leader_lives())
                 || sandbox
                     .output_pipe
                     .is_some_and(|pipe| holds_file(pid, pipe)))
     });
     if killed > 0 {
         tracing::info!(id = %record.id, killed, "killed what was left of the run");
+        done.signalled = true;
+    }
+    if let Some(pidfd) = &living_leader
+        && !has_ended(pidfd)
+        && pidfd_send_signal(pidfd, Signal::KILL).is_ok()
+    {
+        tracing::warn!(id = %record.id, pid = leader, "the run's gate did not end when asked; killed, last");
         done.signalled = true;
     }
     done.left = proc_info::all_pids()
@@ -194,6 +221,24 @@ fn holds_file(pid: i32, file: FileId) -> bool {
         rustix::fs::stat(entry.path())
             .is_ok_and(|stat| stat.st_dev == file.dev && stat.st_ino == file.ino)
     })
+}
+
+/// A pidfd on the recorded leader if it is still that process and has not ended.
+fn pin_living(group: &Group) -> Option<OwnedFd> {
+    let pid = Pid::from_raw(group.leader_pid.get())?;
+    let pidfd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
+    // Looked at once the pidfd pins it: a pid that changed hands shows another start time.
+    let same = matches!(
+        proc_info::check_process(group.leader_pid, group.leader_start_time),
+        Ok(Liveness::Same)
+    );
+    (same && !has_ended(&pidfd)).then_some(pidfd)
+}
+
+/// Whether the process a pidfd pins has ended (its pidfd is readable then, reaped or not).
+fn has_ended(pidfd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    !matches!(poll(&mut fds, Some(&Timespec::default())), Ok(0))
 }
 
 /// Sends the recorded leader SIGTERM and waits, at most [`LEADER_WAIT`], for it to end. The

@@ -75,11 +75,32 @@ pub fn signal_child(pid: Pid, signal: Signal) {
 /// children left; what each one leaves is reparented here (a child subreaper) and is killed in
 /// the next round. Blocks until the last one has died. How many were killed.
 ///
-/// For a process that has nothing else to wait for: the supervisor, after its gate ended.
+/// That none is left is the kernel's word (`waitid` finds no child), not `/proc`'s list, which
+/// may skip a child ("it doesn't guarantee to provide precise results", says the kernel's
+/// documentation of `children`): a child the kernel still counts but the list did not show is
+/// looked for by its parent in every `/proc/<pid>/stat`.
+///
+/// For a process that has nothing else to wait for: the supervisor, after its gate ended; a
+/// reaper, at its end, once its own watch saw nothing left (then normally none).
 pub fn kill_all_children() -> io::Result<usize> {
     let mut signalled = std::collections::HashSet::new();
     loop {
-        for child in children()? {
+        let mut listed = children()?;
+        match waitid(
+            WaitId::All,
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            Err(Errno::CHILD) => return Ok(signalled.len()),
+            Err(Errno::INTR) => continue,
+            Err(err) => return Err(err.into()),
+            // One has ended, or some live on: those listed are killed, and when the list
+            // showed none of those the kernel counts, the scan finds them.
+            Ok(_) => {}
+        }
+        if listed.is_empty() {
+            listed = children_by_scan()?;
+        }
+        for child in listed {
             // Again each round: a second SIGKILL to a dying child does nothing.
             signal_child(child, Signal::KILL);
             signalled.insert(child);

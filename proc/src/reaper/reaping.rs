@@ -148,6 +148,11 @@ impl<'a> Reaping<'a> {
         }
         // Everything else is gone: the leader may go too.
         let _ = waitid(WaitId::Pid(self.sandbox.pid), WaitIdOptions::EXITED);
+        // As far as `/proc`'s list of children says. The kernel's own count decides: a child
+        // the list skipped would outlive this reaper, reparented to init.
+        if children::kill_all_children().is_ok_and(|killed| killed > 0) {
+            self.leftovers = true;
+        }
         // Nothing is left to kill: from here a parent's death needs no clean-up, and SIGKILL
         // ends even a reaper a program stopped (a stopped one would keep a SIGTERM pending).
         let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
