@@ -14,6 +14,12 @@
 //!
 //! - gate trials ([`gate`]): as the supervisor trials, but the gate is held shut until a random
 //!   0–15 ms after `start` answered, so that the kill falls while the sandbox starts.
+//! - reapers trials (`--kind reapers`, asked for alone): as the supervisor trials, with the
+//!   run's gate SIGKILLed together with its supervisor, so that what the sandbox was making
+//!   when they died is left to the sweep.
+//!
+//! `--program sleeps` runs `sh -c 'sleep 300 & sleep 301 & wait'` instead of the tree (a call's
+//! first sleep in a session of its own): the system's own programs, up within milliseconds.
 //!
 //! A survivor is reported by its command line, then killed (by pid: it carries this trial's
 //! marker), so one bad trial does not spoil the next.
@@ -24,7 +30,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use serde_json::json;
 
 use crate::bins::sibling;
 use crate::foreground::system_program;
@@ -32,6 +37,11 @@ use crate::procs::running_with;
 use crate::serve::{Serve, ServeArgs};
 
 mod gate;
+mod program;
+mod supervisor;
+
+use program::Marker;
+pub use program::Program;
 
 /// How long the processes of a trial may take to be gone.
 const GONE_WITHIN: Duration = Duration::from_secs(10);
@@ -42,19 +52,13 @@ const CALLS: usize = 4;
 /// The limit on any tool call.
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 
-/// The escaping tree (see the module docs): `sh -c SCRIPT sh <procs> <marker>`.
-const SCRIPT: &str = r#"
-P=$1; M=$2
-setsid -f "$P" linger-setsid "$M" 300 </dev/null >/dev/null 2>&1
-( "$P" linger-forked "$M" 300 </dev/null >/dev/null 2>&1 & )
-nohup "$P" linger-nohup "$M" 300 </dev/null >/dev/null 2>&1 &
-( trap '' TERM; exec "$P" linger-deaf "$M" 300 ) </dev/null >/dev/null 2>&1 &
-exec "$P" linger-main "$M" 300
-"#;
-
 /// How many trials, under which sandboxes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
+    /// The program each trial runs: `tree` (the escaping tree) or `sleeps` (`sh` with two
+    /// `sleep`s, one of them `setsid` in a call: a program that is up within milliseconds).
+    #[arg(long, value_enum, default_value_t = Program::Tree)]
+    pub program: Program,
     /// Trials of each kind (serve, supervisor) under each sandbox.
     #[arg(long, default_value_t = 200)]
     pub trials: usize,
@@ -62,7 +66,8 @@ pub struct Options {
     /// (that line without a PID namespace, with `--new-session`).
     #[arg(long)]
     pub sandbox: Option<String>,
-    /// Only this kind of trial: `serve`, `supervisor` or `gate`.
+    /// Only this kind of trial: `serve`, `supervisor` or `gate`; or `reapers` (not run unless
+    /// asked): a supervisor and its gate SIGKILLed together, as a crash of both.
     #[arg(long)]
     pub kind: Option<String>,
 }
@@ -115,10 +120,19 @@ pub fn run(options: &Options) -> Result<()> {
                 options.trials
             );
         }
-        let runs_left = if !runs("supervisor") {
-            0
-        } else {
-            supervisor_trials(
+        let mut runs_left = 0;
+        for (kind, killed, label) in [
+            (
+                "supervisor",
+                supervisor::Killed::Supervisor,
+                "supervisor SIGKILLed:",
+            ),
+            ("reapers", supervisor::Killed::Both, "it and its gate:    "),
+        ] {
+            if !runs(kind) || (kind == "reapers" && options.kind.is_none()) {
+                continue;
+            }
+            let left = supervisor::trials(
                 &bins,
                 &files,
                 &programs,
@@ -126,13 +140,13 @@ pub fn run(options: &Options) -> Result<()> {
                 options,
                 &mut rng,
                 place.path(),
-            )?
-        };
-        if runs("supervisor") {
+                killed,
+            )?;
             println!(
-                "  {name:<18} supervisor SIGKILLed: {:>4} trials, {runs_left} left something",
+                "  {name:<18} {label} {:>4} trials, {left} left something",
                 options.trials
             );
+            runs_left += left;
         }
         let gate_left = if !runs("gate") {
             0
@@ -233,16 +247,6 @@ fn serve_args<'a>(
     }
 }
 
-fn tree_args(bins: &Bins, marker: &str) -> Vec<String> {
-    vec![
-        "-c".into(),
-        SCRIPT.into(),
-        "sh".into(),
-        bins.procs.to_string_lossy().into_owned(),
-        marker.into(),
-    ]
-}
-
 fn serve_trials(
     bins: &Bins,
     files: &Path,
@@ -255,7 +259,7 @@ fn serve_trials(
     let programs_path = programs_with_system(programs);
     let mut left = 0;
     for trial in 0..options.trials {
-        let marker = marker("serve", trial);
+        let marker = Marker::new("serve", trial);
         let args = serve_args(
             bins,
             files,
@@ -265,7 +269,7 @@ fn serve_trials(
             place.join("serve.log"),
         );
         let mut serve = Serve::start("soak", &args)?;
-        let call_args = tree_args(bins, &marker);
+        let call_args = options.program.args(bins, &marker, true);
         let call_args: Vec<&str> = call_args.iter().map(String::as_str).collect();
         for _ in 0..CALLS {
             let id = serve.take_id();
@@ -280,76 +284,21 @@ fn serve_trials(
     Ok(left)
 }
 
-fn supervisor_trials(
-    bins: &Bins,
-    files: &Path,
-    programs: &Path,
-    sandbox: &[OsString],
-    options: &Options,
-    rng: &mut Rng,
-    place: &Path,
-) -> Result<usize> {
-    let state = place.join("state");
-    let programs_path = programs_with_system(programs);
-    let extra: Vec<OsString> = [
-        "--state",
-        &state.to_string_lossy(),
-        "--background",
-        "4",
-        "--background-timeout",
-        "10m",
-        "--background-output",
-        "1MiB",
-        "--background-keep",
-        "1h",
-        "--hops",
-        "3",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
-    let args = serve_args(
-        bins,
-        files,
-        &programs_path,
-        sandbox,
-        extra,
-        place.join("serve-state.log"),
-    );
-    let mut serve = Serve::start("soak-state", &args)?;
-    let mut left = 0;
-    for trial in 0..options.trials {
-        let marker = marker("run", trial);
-        let call_args = tree_args(bins, &marker);
-        let (value, _) = serve.call_tool(
-            "start",
-            &json!({"program": "sh", "args": call_args}),
-            None,
-            CALL_LIMIT,
-        )?;
-        let id = value["id"].as_str().context("start gave no id")?.to_owned();
-        std::thread::sleep(Duration::from_micros(rng.below(KILL_WINDOW_US)));
-        let supervisor = find_supervisor(&id)?;
-        kill(supervisor);
-        wait_dead(supervisor);
-        let swept = Command::new(&bins.supervise)
-            .args(["sweep"])
-            .arg(&state)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .context("running a sweep")?;
-        if !swept.success() {
-            bail!("a sweep failed: {swept}");
-        }
-        if !gone(&marker) {
-            left += 1;
-        }
+/// `lnk-link-supervise sweep <state>`.
+fn sweep(bins: &Bins, state: &Path) -> Result<()> {
+    let swept = Command::new(&bins.supervise)
+        .arg("sweep")
+        .arg(state)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("running a sweep")?;
+    if !swept.success() {
+        bail!("a sweep failed: {swept}");
     }
-    serve.shutdown()?;
-    Ok(left)
+    Ok(())
 }
 
 /// The programs' folder and the system's, for `--programs-path` (`sh` is the system's).
@@ -359,10 +308,10 @@ fn programs_with_system(programs: &Path) -> PathBuf {
 
 /// Waits until no process carries `marker`; kills and reports what is still there after
 /// [`GONE_WITHIN`]. Whether all were gone in time.
-fn gone(marker: &str) -> bool {
+fn gone(marker: &Marker) -> bool {
     let deadline = Instant::now() + GONE_WITHIN;
     loop {
-        let left = running_with(marker);
+        let left = running_with(marker.text());
         if left.is_empty() {
             return true;
         }
@@ -441,14 +390,6 @@ fn wait_dead(pid: u32) {
             _ => return,
         }
     }
-}
-
-fn marker(kind: &str, trial: usize) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("lnksoak-{}-{kind}-{trial}-{nanos}", std::process::id())
 }
 
 /// Where the soak's folder goes: beside the binaries, outside `/tmp` (which the README's line

@@ -8,15 +8,14 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::{
-    Bins, CALL_LIMIT, KILL_WINDOW_US, Options, Rng, find_supervisor, gone, kill, marker,
-    programs_with_system, serve_args, tree_args, wait_dead,
+    Bins, CALL_LIMIT, KILL_WINDOW_US, Marker, Options, Rng, find_supervisor, gone, kill,
+    programs_with_system, serve_args, sweep, wait_dead,
 };
 use crate::serve::Serve;
 
@@ -71,10 +70,10 @@ pub(super) fn trials(
             }
             _ => {}
         }
-        let marker = marker("gate", trial);
+        let marker = Marker::new("gate", trial);
         let (value, _) = serve.call_tool(
             "start",
-            &json!({"program": "sh", "args": tree_args(bins, &marker)}),
+            &json!({"program": "sh", "args": options.program.args(bins, &marker, false)}),
             None,
             CALL_LIMIT,
         )?;
@@ -116,21 +115,4 @@ fn order(open_at: Instant, kill_at: Instant) -> [(Instant, bool); 2] {
     } else {
         [(kill_at, false), (open_at, true)]
     }
-}
-
-/// `lnk-link-supervise sweep <state>`.
-fn sweep(bins: &Bins, state: &Path) -> Result<()> {
-    let swept = Command::new(&bins.supervise)
-        .arg("sweep")
-        .arg(state)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .context("running a sweep")?;
-    if !swept.success() {
-        bail!("a sweep failed: {swept}");
-    }
-    Ok(())
 }
