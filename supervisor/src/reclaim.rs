@@ -12,10 +12,12 @@
 //!   earlier than the gate **and** either in the recorded session and started before a moment
 //!   at which the gate was seen alive, or a child of the gate while it lives (a child
 //!   subreaper: what leaves the run's session is reparented to it), or holding the run's output
-//!   pipe, whatever its session. Its group does not matter, so a sandbox whose own group was not
-//!   recorded yet (its supervisor died as it started) is found all the same; and neither does
-//!   its session for the pipe: a sandbox's process that made a session of its own (bubblewrap's
-//!   `--new-session`, `setsid`) is found by the stdout and stderr the run gave it. That is what
+//!   pipe (any descriptor of a process of the session; the stdout or stderr of any other,
+//!   which is where the run put it, so that looking costs two `stat`s a process). Its group
+//!   does not matter, so a sandbox whose own group was not recorded yet (its supervisor died as
+//!   it started) is found all the same; and neither does its session for the pipe: a
+//!   sandbox's process that made a session of its own (bubblewrap's `--new-session`, `setsid`)
+//!   is found by the stdout and stderr the run gave it. That is what
 //!   finds a sandbox whose gate is gone while it was still being made: bubblewrap's process
 //!   inside its PID namespace gets its own `--die-with-parent` only once its namespaces are
 //!   made, so the death of the process outside does not end it before then, and it runs on in
@@ -170,13 +172,20 @@ pub fn kill_run(record: &Record) -> Reclaimed {
             .is_some_and(|pidfd| !has_ended(pidfd))
     };
     let killed = proven::kill_proven(|pid, stat| {
+        let in_session = stat.session == session;
         pid != leader
             && after_gate(stat)
-            && ((stat.session == session && born_while_seen(stat))
+            && ((in_session && born_while_seen(stat))
                 || (stat.ppid == leader && leader_lives())
-                || sandbox
-                    .output_pipe
-                    .is_some_and(|pipe| holds_file(pid, pipe)))
+                || sandbox.output_pipe.is_some_and(|pipe| {
+                    // Every descriptor of the session's processes; the stdout and stderr alone
+                    // of any other (two `stat`s), which is where the run put its pipe.
+                    if in_session {
+                        holds_file(pid, pipe)
+                    } else {
+                        has_as_stdio(pid, pipe)
+                    }
+                }))
     });
     if killed > 0 {
         tracing::info!(id = %record.id, killed, "killed what was left of the run");
@@ -219,6 +228,14 @@ fn holds_file(pid: i32, file: FileId) -> bool {
     };
     entries.flatten().take(MAX_FDS_LOOKED_AT).any(|entry| {
         rustix::fs::stat(entry.path())
+            .is_ok_and(|stat| stat.st_dev == file.dev && stat.st_ino == file.ino)
+    })
+}
+
+/// Whether process `pid` has the file `file` as its stdout or stderr.
+fn has_as_stdio(pid: i32, file: FileId) -> bool {
+    [1, 2].iter().any(|fd| {
+        rustix::fs::stat(format!("/proc/{pid}/fd/{fd}"))
             .is_ok_and(|stat| stat.st_dev == file.dev && stat.st_ino == file.ino)
     })
 }
