@@ -30,6 +30,10 @@ pub struct Options {
     /// Runs past their keep that one sweep expires, with their output files.
     #[arg(long, default_value_t = 8000)]
     pub expire: usize,
+    /// Slots beyond the running runs (`--background` is `--running` plus these): with none,
+    /// the last starts find every other slot held.
+    #[arg(long, default_value_t = 50)]
+    pub spare_slots: u32,
     /// Also time `list` pages over as many kept runs started within one minute (a burst),
     /// in an index of version 1 (then upgraded) and of this version.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -69,6 +73,14 @@ fn supervise(bin: &Path, args: &[&std::ffi::OsStr]) -> Result<Duration> {
         .output()
         .context("running lnk-link-supervise")?;
     let took = begun.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("unexpected argument '--routine'") {
+        // A build from before routine sweeps (measured beside this one): its sweeps were all
+        // routine.
+        let older: Vec<&std::ffi::OsStr> =
+            args.iter().copied().filter(|a| *a != "--routine").collect();
+        return supervise(bin, &older);
+    }
     if !out.status.success() {
         bail!(
             "lnk-link-supervise {:?} exited with {}: {}",
@@ -105,7 +117,9 @@ pub fn run(
     // Written back before anything is timed: a folder that keeps 100,000 runs was not made
     // all at once, and the timed calls must not queue behind the writeback of its making.
     write_back(&state)?;
-    let cap = u32::try_from(options.running + 50).unwrap_or(u32::MAX);
+    let cap = u32::try_from(options.running)
+        .unwrap_or(u32::MAX)
+        .saturating_add(options.spare_slots);
     let mut serve = place.serve_capped(bins, "scale", &state, false, cap)?;
     let sleeping = state.to_string_lossy().into_owned();
     let mut ids = Vec::with_capacity(options.running);
