@@ -7,9 +7,11 @@
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
-#                                        their sandbox starts: --kind gate), each
-#                                        sandbox, and the trials that left a process behind
-#                                        (not part of `all`: it takes a quarter of an hour)
+#                                        their sandbox starts: --kind gate; a supervisor with
+#                                        its gate: --kind reapers), each sandbox, and the trials
+#                                        that left a process behind (--program sleeps for two
+#                                        sleeps in place of the escaping tree; not part of `all`:
+#                                        it takes a quarter of an hour)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"

@@ -1,4 +1,4 @@
-//! A sandbox still being made when its run's reapers die (issue 31, item 0). Under the
+//! A sandbox still being made when its run's reapers die. Under the
 //! recommended line, bubblewrap's process inside the PID namespace gets its own
 //! `--die-with-parent` only once its namespaces are made, so the death of bubblewrap's process
 //! outside does not end it before then: it is reparented past the dead gate and supervisor, goes

@@ -371,7 +371,7 @@ fn room_that_comes_back_while_a_run_is_quiet_is_found() {
 
 /// What an agent reads of a run whose output found the files folder full, `room` bytes free:
 /// `list`, `read` and the run's task say how many bytes could not be written and why, and
-/// `read` never points at offsets that hold nothing (issue 31, item 1).
+/// `read` never points at offsets that hold nothing.
 fn unwritten_output_is_said(room: u64) {
     const WRITTEN: u64 = 1_000_000;
     let t = Tell::new(Sandbox::Passthrough);

@@ -398,7 +398,7 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
 }
 
 /// A run's `started` name lies in the tenth of a second of its minute (`index/version` 2), so a
-/// `list` page reads the runs of a tenth, not of a whole minute (issue 31, item 5). A folder of
+/// `list` page reads the runs of a tenth, not of a whole minute. A folder of
 /// the index's version 1 (names straight in the minute) is read as it is, and its first sweep
 /// moves its names into their tenths and writes version 2.
 #[test]

@@ -4,7 +4,7 @@
 //! them) looks only when the folder changed since its last look (its modification time) and
 //! that look is ten minutes old (`index/looked`'s access time, which the test sets back), so a
 //! routine sweep with nothing changed, or soon after a look, does not read the folder. A sweep a
-//! person or a bridge runs (`sweep <state>`) looks every time (issue 31, item 2).
+//! person or a bridge runs (`sweep <state>`) looks every time.
 use std::time::SystemTime;
 
 use serde_json::json;
