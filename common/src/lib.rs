@@ -36,9 +36,10 @@
 //! A `start` takes `start.lock` (shared), one slot (one try when starts follow each other:
 //! [`slot`]), and writes the run's lock, its index names and its record: a few files, whatever
 //! the folder keeps and however many runs are alive. A `list` page reads the newest minutes of
-//! `index/started/` and, in each, its newest tenths of a second (or `index/running/` for
-//! `state: running`) and the records it shows, however many runs started within a minute. A sweep reads `index/running/` (trying each lock), `index/untold/`, and the
-//! `index/due/` minutes up to now. Removing a run removes its files by name. Only a folder made
+//! `index/start-times/` and, in each, its newest tenths of a second (or `index/running/` for
+//! `state: running`) and the records it shows, however many runs started within a minute. A
+//! sweep reads `index/running/` (trying each lock), `index/untold/`, and the `index/due/`
+//! minutes up to now. Removing a run removes its files by name. Only a folder made
 //! before the index, swept once, and `remove --state` read the whole folder; the look for
 //! records no index names reads its top level ([`strays`]: a sweep asked for by a person or a
 //! bridge every time, `serve`'s routine ones only when the folder changed and at most every ten

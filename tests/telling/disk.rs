@@ -162,7 +162,7 @@ impl Tell {
         let started = |r: &Value| {
             let ms = r["started_at_ms"].as_u64().unwrap();
             index
-                .join("started")
+                .join("start-times")
                 .join(minute(ms))
                 .join(format!("{:03}", ms % 60_000 / 100))
                 .join(format!("{ms:013}-{id}"))

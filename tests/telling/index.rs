@@ -251,7 +251,7 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
         "the empty log stays: {:?}",
         names(t.state())
     );
-    let started = index_names_of(&t, "started", &real);
+    let started = index_names_of(&t, "start-times", &real);
     let due = index_names_of(&t, "due", &real);
     assert_eq!((started.len(), due.len()), (1, 1), "{started:?} {due:?}");
     for name in started.iter().chain(&due) {
@@ -277,15 +277,18 @@ fn an_ended_run_holds_only_its_record_and_output_and_due_runs_go_whole() {
     for id in &ids {
         assert!(
             index_names_of(&t, "started", id).is_empty()
+                && index_names_of(&t, "start-times", id).is_empty()
                 && index_names_of(&t, "due", id).is_empty(),
             "the index still names {id}"
         );
     }
     // Only the real run's minute folders are left.
-    for kind in ["started", "due"] {
+    for kind in ["start-times", "due"] {
         let minutes = names(&index.join(kind));
         assert_eq!(minutes.len(), 1, "{kind}: {minutes:?}");
     }
+    // The planted runs were filed the way version 1 did: their minutes went with them.
+    assert!(names(&index.join("started")).is_empty());
     assert!(t.bg.record(&real).is_some(), "the young run went too");
 }
 
@@ -397,10 +400,10 @@ fn a_sweep_that_can_make_no_thread_still_removes_what_is_due() {
     }
 }
 
-/// A run's `started` name lies in the tenth of a second of its minute (`index/version` 2), so a
-/// `list` page reads the runs of a tenth, not of a whole minute. A folder of
-/// the index's version 1 (names straight in the minute) is read as it is, and its first sweep
-/// moves its names into their tenths and writes version 2.
+/// A run's name by start time lies in the tenth of a second of its minute (`index/version` 2),
+/// so a `list` page reads the runs of a tenth, not of a whole minute. A folder of the index's
+/// version 1 (names straight in the minute, under `started/`) is read as it is, and its first
+/// sweep moves its names into their tenths and writes version 2.
 #[test]
 fn the_index_files_runs_by_the_tenth_and_a_version_1_index_is_upgraded() {
     let t = Tell::new(Sandbox::Passthrough);
@@ -410,18 +413,25 @@ fn the_index_files_runs_by_the_tenth_and_a_version_1_index_is_upgraded() {
     let version = || std::fs::read_to_string(index.join("version")).unwrap();
     assert_eq!(version(), "2\n");
     let ms = record["started_at_ms"].as_u64().unwrap();
-    let minute = index.join("started").join(format!("{:010}", ms / 60_000));
+    let minute = format!("{:010}", ms / 60_000);
     let name = format!("{ms:013}-{real}");
-    let tenth = minute.join(format!("{:03}", ms % 60_000 / 100)).join(&name);
+    let tenth = index
+        .join("start-times")
+        .join(&minute)
+        .join(format!("{:03}", ms % 60_000 / 100))
+        .join(&name);
     assert!(
         exists(&tenth),
-        "{real} is not filed in its tenth: {:?}",
+        "{real} is not filed in its tenth: {:?} {:?}",
+        index_names_of(&t, "start-times", &real),
         index_names_of(&t, "started", &real)
     );
 
-    // Made version 1: the name straight in the minute's folder.
-    std::fs::rename(&tenth, minute.join(&name)).unwrap();
-    std::fs::remove_dir(tenth.parent().unwrap()).unwrap();
+    // Made version 1: the name straight in its minute, under `started/`.
+    let flat = index.join("started").join(&minute).join(&name);
+    std::fs::create_dir_all(flat.parent().unwrap()).unwrap();
+    std::fs::rename(&tenth, &flat).unwrap();
+    std::fs::remove_dir_all(index.join("start-times")).unwrap();
     std::fs::write(index.join("version"), b"1\n").unwrap();
     let ids: Vec<String> = list(&mut serve)
         .iter()
@@ -431,8 +441,12 @@ fn the_index_files_runs_by_the_tenth_and_a_version_1_index_is_upgraded() {
 
     let stderr = t.sweep();
     assert_eq!(version(), "2\n", "{stderr}");
-    assert!(exists(&tenth), "{:?}", index_names_of(&t, "started", &real));
-    assert!(!exists(&minute.join(&name)));
+    assert!(
+        exists(&tenth),
+        "{:?}",
+        index_names_of(&t, "start-times", &real)
+    );
+    assert!(!exists(&index.join("started")), "version 1's tree stays");
     let ids: Vec<String> = list(&mut serve)
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_owned())

@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use super::HOUR_MS;
 
-/// The index's layout a folder is made with: version 2 files each `started` name in the tenth
-/// of a second of its minute; version 1, as older serves made it, straight in the minute.
+/// The index's layout a folder is made with: version 2 files each run by start time under
+/// `start-times/`, in the tenth of a second of its minute; version 1, as older serves made it,
+/// under `started/`, straight in the minute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum IndexVersion {
     V1,
@@ -120,10 +121,12 @@ pub(super) fn fabricate(kept: &Kept<'_>) -> Result<String> {
             }
             std::fs::hard_link(&lock, &to).with_context(|| format!("linking {}", to.display()))
         };
-        let minute_dir = index.join("started").join(minute(started));
         let started_dir = match kept.version {
-            IndexVersion::V1 => minute_dir,
-            IndexVersion::V2 => minute_dir.join(format!("{:03}", started % 60_000 / 100)),
+            IndexVersion::V1 => index.join("started").join(minute(started)),
+            IndexVersion::V2 => index
+                .join("start-times")
+                .join(minute(started))
+                .join(format!("{:03}", started % 60_000 / 100)),
         };
         link(started_dir.join(format!("{started:013}-{id}")))?;
         link(index.join("due").join(minute(ended + HOUR_MS)).join(&id))?;

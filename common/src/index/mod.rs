@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `index/version` | every record of the folder is indexed (written when the folder is made, or once a sweep has indexed an older folder: [`migrate`]); it holds the index's version, `2` ([`VERSION`]; a version-1 folder is read as well, and its first sweep upgrades it: [`upgrade`]) |
 //! | `index/running/<id>` | the run may be running: made by `start` before the record, removed once its end is filed |
-//! | `index/started/<minute>/<tenth>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<tenth>` the tenth of a second within it (3 digits), `<started_at_ms>` 13 digits, so names sort by start time ([`started`]; version 1 had no `<tenth>`) |
+//! | `index/start-times/<minute>/<tenth>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<tenth>` the tenth of a second within it (3 digits), `<started_at_ms>` 13 digits, so names sort by start time ([`started`]; version 1 filed them as `index/started/<minute>/<started_at_ms>-<id>`) |
 //! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
 //! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
 //! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`crate::strays`]) |
@@ -58,8 +58,8 @@ use names::{age_of, ids_in, make_dir, make_dirs, name, remove, remove_empty_dir}
 pub const INDEX_DIR: &str = "index";
 /// Present when every record is indexed.
 pub const VERSION_FILE: &str = "version";
-/// What `index/version` holds: version 2 files each `started` name in the tenth of a second
-/// of its minute ([`started`]).
+/// What `index/version` holds: version 2 files each run by start time under `start-times/`, in
+/// the tenth of a second of its minute ([`started`]).
 pub const VERSION: &str = "2\n";
 /// A `running` name younger than this whose run has no lock and no record may be a start
 /// under way; older, it is a start that died, and goes.
@@ -71,16 +71,20 @@ pub(crate) const MINUTE_MS: u64 = 60_000;
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Kind {
     Running,
+    /// Version 2's names by start time, in tenths of a second ([`started`]).
     Started,
+    /// Version 1's, straight in their minute, read until a sweep moves them.
+    StartedV1,
     Due,
     Untold,
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Running => "running",
-            Kind::Started => "started",
+            Kind::Started => "start-times",
+            Kind::StartedV1 => "started",
             Kind::Due => "due",
             Kind::Untold => "untold",
         }

@@ -1,21 +1,23 @@
-//! The `started` names: every run by its start time, in folders small enough that a `list`
-//! page reads about what it returns, however the runs were started.
+//! The names by start time: every run by when it started, in folders small enough that a
+//! `list` page reads about what it returns, however the runs were started.
 //!
 //! Version 2 of the index (`index/version` holds `2`) files a run as
-//! `started/<minute>/<tenth>/<ms>-<id>`: `<minute>` is `started_at_ms / 60000` (10 digits),
+//! `start-times/<minute>/<tenth>/<ms>-<id>`: `<minute>` is `started_at_ms / 60000` (10 digits),
 //! `<tenth>` the tenth of a second within that minute (`started_at_ms % 60000 / 100`, 3 digits,
 //! `000` to `599`) and `<ms>` `started_at_ms` (13 digits), so names sort by start time. A page
 //! reads a minute's folder (at most 600 names), then its newest tenths, one at a time, until it
 //! has its runs: a tenth holds the runs started within that tenth of a second, a few dozen at
 //! the fastest a machine starts them, whatever the folder keeps or the minute holds.
 //!
-//! Version 1 put the names straight into the minute's folder (`started/<minute>/<ms>-<id>`),
-//! so a page read every name of the minute it began in: 50,000 when that many runs started
-//! within the minute. Readers take both forms, even side by side in one minute, so a folder of
-//! either version works; the first sweep of a version-1 folder moves its names into their
-//! tenths ([`upgrade`]) and then writes version 2. A name is moved by a link into its tenth
-//! before the old one goes, so a reader never misses a run (it may see one twice, and shows it
-//! once).
+//! Version 1 put the names straight into the minute's folder, under `started/`
+//! (`started/<minute>/<ms>-<id>`), so a page read every name of the minute it began in:
+//! 100,000 when that many runs started within the minute. Readers take both trees, even a
+//! minute in both, so a folder of either version works; the first sweep of a version-1 folder
+//! moves its names into the new tree ([`upgrade`]), removes the old one's folders as they
+//! empty, and then writes version 2. (A tree of its own, not tenths made inside the old
+//! minutes: a folder that once held 100,000 names keeps its size on most file systems, and
+//! every page would read it.) A name is moved by a link into its tenth before the old one goes,
+//! so a reader never misses a run (it may see one twice, and shows it once).
 
 use std::collections::HashSet;
 use std::fs;
@@ -30,6 +32,7 @@ use crate::error::{Error, Op};
 use crate::id::RunId;
 use crate::layout::StateDir;
 use crate::record::Record;
+use std::ffi::OsStr;
 
 /// Milliseconds in a tenth of a second: the span of one `started` folder.
 const TENTH_MS: u64 = 100;
@@ -46,7 +49,7 @@ fn run_name(ms: u64, id: &RunId) -> String {
     format!("{ms:013}-{id}")
 }
 
-/// Run `record`'s `started` name: `started/<minute>/<tenth>/<ms>-<id>`.
+/// Run `record`'s name by start time: `start-times/<minute>/<tenth>/<ms>-<id>`.
 pub(crate) fn path(state: &StateDir, record: &Record) -> PathBuf {
     let ms = record.started_at_ms.0;
     dir(state, Kind::Started)
@@ -58,7 +61,7 @@ pub(crate) fn path(state: &StateDir, record: &Record) -> PathBuf {
 /// Where version 1 filed it: `started/<minute>/<ms>-<id>`.
 fn path_v1(state: &StateDir, record: &Record) -> PathBuf {
     let ms = record.started_at_ms.0;
-    dir(state, Kind::Started)
+    dir(state, Kind::StartedV1)
         .join(minute_name(ms))
         .join(run_name(ms, &record.id))
 }
@@ -94,8 +97,9 @@ fn remove_existing(path: &Path) -> Result<bool, Error> {
     }
 }
 
-/// Removes a folder [`forget`] returned if nothing is left in it, and then its minute's folder
-/// if that is empty too (a start filing into either meanwhile makes it again).
+/// Removes a folder [`forget`] returned if nothing is left in it, and then, for a tenth's
+/// folder, its minute's if that is empty too (a start filing into either meanwhile makes it
+/// again).
 pub(crate) fn remove_folder_if_empty(folder: &Path) {
     if fs::remove_dir(folder).is_err() {
         return;
@@ -103,36 +107,48 @@ pub(crate) fn remove_folder_if_empty(folder: &Path) {
     let Some(minute) = folder.parent() else {
         return;
     };
-    // A tenth's folder lies in a minute's; a minute's lies in `started` itself.
-    if minute.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new(INDEX_MINUTES)) {
+    // A tenth's folder lies in a minute's, which lies in `start-times` itself; a version-1
+    // minute's lies in `started`.
+    if minute.parent().and_then(Path::file_name) == Some(OsStr::new(Kind::Started.name())) {
         let _ = fs::remove_dir(minute);
     }
 }
 
-/// The name of the folder that holds the minutes.
-const INDEX_MINUTES: &str = "started";
-
-/// A `started` minute's folder and its number.
+/// A minute of the names by start time: its folder in either tree, and its number.
 pub(crate) struct Minute {
     /// `started_at_ms / 60000` of the runs in it.
     pub(crate) number: u64,
-    path: PathBuf,
+    /// Its folder of tenths (version 2).
+    tenths: Option<PathBuf>,
+    /// Its folder of names (version 1, until a sweep moves them).
+    flat: Option<PathBuf>,
 }
 
-/// The `started` minutes, newest first, leaving out those after the minute of `not_after_ms`.
+/// The minutes of either tree, newest first, leaving out those after the minute of
+/// `not_after_ms`.
 pub(crate) fn minutes(state: &StateDir, not_after_ms: Option<u64>) -> Result<Vec<Minute>, Error> {
-    let mut minutes: Vec<Minute> = names_in(&dir(state, Kind::Started))?
-        .into_iter()
-        .filter_map(|(name, path)| {
-            Some(Minute {
-                number: name.parse().ok()?,
-                path,
-            })
-        })
-        .filter(|m| not_after_ms.is_none_or(|ms| m.number <= ms / MINUTE_MS))
-        .collect();
-    minutes.sort_by_key(|m| std::cmp::Reverse(m.number));
-    Ok(minutes)
+    let mut by_number: std::collections::BTreeMap<u64, Minute> = Default::default();
+    for (kind, v2) in [(Kind::Started, true), (Kind::StartedV1, false)] {
+        for (name, path) in names_in(&dir(state, kind))? {
+            let Ok(number) = name.parse::<u64>() else {
+                continue;
+            };
+            if not_after_ms.is_some_and(|ms| number > ms / MINUTE_MS) {
+                continue;
+            }
+            let minute = by_number.entry(number).or_insert(Minute {
+                number,
+                tenths: None,
+                flat: None,
+            });
+            if v2 {
+                minute.tenths = Some(path);
+            } else {
+                minute.flat = Some(path);
+            }
+        }
+    }
+    Ok(by_number.into_values().rev().collect())
 }
 
 /// Runs named in one folder: (start time, id).
@@ -142,8 +158,8 @@ pub(crate) type Named = Vec<(u64, RunId)>;
 pub(crate) enum Part {
     /// A tenth of a second's folder, read when its turn comes.
     Tenth(PathBuf),
-    /// Names already read: those version 1 left in the minute's own folder, with those of
-    /// every tenth beside them (a minute that holds both, until its folder is upgraded).
+    /// Names already read: a version-1 minute's, with those of the minute's tenths beside
+    /// them (a minute in both trees, until the sweep that moves them).
     Read(Named),
 }
 
@@ -161,29 +177,28 @@ impl Part {
 
 impl Minute {
     /// The minute's parts, newest first, leaving out the tenths after that of `not_after_ms`.
-    /// A minute whose own folder holds version-1 names is one part, read whole.
+    /// A minute that version 1's tree holds too is one part, read whole.
     pub(crate) fn parts(&self, not_after_ms: Option<u64>) -> Result<Vec<Part>, Error> {
-        let mut tenths: Vec<(u64, PathBuf)> = Vec::new();
-        let mut flat: Named = Vec::new();
-        for (name, path) in names_in(&self.path)? {
-            if let Some(run) = parse_run(&name) {
-                flat.push(run);
-            } else if let Ok(tenth) = name.parse::<u64>() {
-                tenths.push((tenth, path));
-            }
-        }
+        let mut tenths: Vec<(u64, PathBuf)> = match &self.tenths {
+            Some(folder) => names_in(folder)?
+                .into_iter()
+                .filter_map(|(name, path)| Some((name.parse::<u64>().ok()?, path)))
+                .collect(),
+            None => Vec::new(),
+        };
         let last = not_after_ms
             .filter(|ms| ms / MINUTE_MS == self.number)
             .map(|ms| ms % MINUTE_MS / TENTH_MS);
         tenths.retain(|(tenth, _)| last.is_none_or(|last| *tenth <= last));
         tenths.sort_by_key(|t| std::cmp::Reverse(t.0));
-        if flat.is_empty() {
+        let Some(flat) = &self.flat else {
             return Ok(tenths.into_iter().map(|(_, p)| Part::Tenth(p)).collect());
-        }
+        };
+        let mut runs = runs_in(flat)?;
         for (_, path) in tenths {
-            flat.extend(runs_in(&path)?);
+            runs.extend(runs_in(&path)?);
         }
-        Ok(vec![Part::Read(flat)])
+        Ok(vec![Part::Read(runs)])
     }
 }
 
@@ -213,18 +228,24 @@ pub(crate) fn all_ids(state: &StateDir) -> Result<HashSet<RunId>, Error> {
     Ok(ids)
 }
 
-/// Moves the names version 1 left in the minutes' own folders into their tenths (a link made,
-/// then the old name removed; a name whose record went meanwhile, its run removed by a sweep
-/// that did not see the new name, goes too). How many were moved. Costs the whole `started`
-/// tree, once; a start or a sweep beside it does no harm.
+/// Moves version 1's names into the tree by tenths (a link made, then the old name removed; a
+/// name whose record went meanwhile, its run removed by a sweep that did not see the new
+/// name, goes too), removing version 1's folders as they empty. How many were moved. Costs the
+/// whole tree, once; a start or a sweep beside it does no harm.
 pub(crate) fn upgrade(state: &StateDir) -> Result<usize, Error> {
     let mut moved = 0;
-    for minute in minutes(state, None)? {
-        for (name, old) in names_in(&minute.path)? {
+    let old_tree = dir(state, Kind::StartedV1);
+    for (minute, folder) in names_in(&old_tree)? {
+        if minute.parse::<u64>().is_err() {
+            continue;
+        }
+        for (name, old) in names_in(&folder)? {
             let Some((ms, id)) = parse_run(&name) else {
                 continue;
             };
-            let tenth = minute.path.join(tenth_name(ms));
+            let tenth = dir(state, Kind::Started)
+                .join(minute_name(ms))
+                .join(tenth_name(ms));
             let new = tenth.join(&name);
             let link = || {
                 rustix::fs::linkat(
@@ -235,20 +256,23 @@ pub(crate) fn upgrade(state: &StateDir) -> Result<usize, Error> {
                     AtFlags::empty(),
                 )
             };
-            match link() {
-                Ok(()) | Err(Errno::EXIST) => {}
+            let linked = match link() {
+                Ok(()) | Err(Errno::EXIST) => true,
                 Err(Errno::NOENT) if !tenth.exists() => {
                     make_dirs(&tenth)?;
                     match link() {
-                        Ok(()) | Err(Errno::EXIST) => {}
+                        Ok(()) | Err(Errno::EXIST) => true,
                         // Removed meanwhile: nothing to move.
-                        Err(Errno::NOENT) => continue,
+                        Err(Errno::NOENT) => false,
                         Err(e) => return Err(Error::io(Op::Create, &new, e)),
                     }
                 }
                 // Removed meanwhile.
-                Err(Errno::NOENT) => continue,
+                Err(Errno::NOENT) => false,
                 Err(e) => return Err(Error::io(Op::Create, &new, e)),
+            };
+            if !linked {
+                continue;
             }
             remove(&old)?;
             if !state.record(&id).exists() {
@@ -256,7 +280,9 @@ pub(crate) fn upgrade(state: &StateDir) -> Result<usize, Error> {
             }
             moved += 1;
         }
+        let _ = fs::remove_dir(&folder);
     }
+    let _ = fs::remove_dir(&old_tree);
     Ok(moved)
 }
 

@@ -102,7 +102,7 @@ fn a_started_name_lies_in_the_tenth_of_its_second() {
     let state = StateDir::new("/s");
     assert_eq!(
         path(&state, &record),
-        Path::new("/s/index/started/0030000000/599/1800000059999-abcdefghijkl")
+        Path::new("/s/index/start-times/0030000000/599/1800000059999-abcdefghijkl")
     );
     let record = run("abcdefghijkl", MINUTE + 100);
     assert!(path(&state, &record).ends_with("0030000000/001/1800000000100-abcdefghijkl"));
@@ -115,7 +115,7 @@ fn pages_go_through_the_tenths_in_order() {
     let ids = started_runs(&f.state, MINUTE - 1_400, 400, |r| {
         crate::index::started(&f.state, r).unwrap()
     });
-    let tenths = names_in(&f.state.path().join("index/started/0030000000"))
+    let tenths = names_in(&f.state.path().join("index/start-times/0030000000"))
         .unwrap()
         .len();
     assert!(tenths > 10, "{tenths}");
@@ -160,14 +160,8 @@ fn a_version_1_folder_is_read_as_it_is_then_upgraded() {
 
     assert_eq!(crate::index::upgrade(&f.state).unwrap(), 299);
     assert!(!crate::index::needs_upgrade(&f.state));
-    let minute = f.state.path().join("index/started/0030000000");
-    let left_flat: Vec<String> = names_in(&minute)
-        .unwrap()
-        .into_iter()
-        .map(|(name, _)| name)
-        .filter(|name| name.contains('-'))
-        .collect();
-    assert!(left_flat.is_empty(), "{left_flat:?}");
+    let old_tree = f.state.path().join("index/started");
+    assert!(!old_tree.exists(), "{:?}", names_in(&old_tree));
     assert_eq!(every_page(&f.state, 20), expected, "read upgraded");
     assert_eq!(all_ids(&f.state).unwrap().len(), expected.len());
 
@@ -185,6 +179,7 @@ fn a_run_named_in_both_places_is_shown_once() {
     let ids = started_runs(&f.state, MINUTE + 5_000, 3, |r| {
         crate::index::started(&f.state, r).unwrap();
         let name = path_v1(&f.state, r);
+        make_dirs(name.parent().unwrap()).unwrap();
         fs::write(&name, b"").unwrap();
     });
     let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
@@ -201,6 +196,6 @@ fn the_last_run_of_a_minute_takes_its_folders_with_it() {
     let record = run(&ids[0], MINUTE + 30_000);
     let tenth = forget(&f.state, &record).unwrap();
     remove_folder_if_empty(&tenth);
-    let started = f.state.path().join("index/started");
+    let started = f.state.path().join("index/start-times");
     assert!(names_in(&started).unwrap().is_empty(), "{started:?}");
 }
