@@ -322,6 +322,10 @@ fn a_supervisor_killed_as_its_sandbox_starts_leaves_nothing(sandbox: Sandbox) {
             lnk_tests::procs::wait_dead(supervisor.pid, ANSWER),
             "trial {trial}: the supervisor lives"
         );
+        // And the first process serve started, which forked the supervisor away: until it has
+        // exited it holds the run's lock too (a loaded machine may not have run it since its
+        // fork), and a sweep then rightly takes the run for a living one.
+        wait_no_supervisor(&id, ANSWER);
         crate::contained::sweep(&bg);
         let record = bg.record(&id).unwrap_or_else(|| panic!("no record"));
         assert_ne!(
