@@ -76,6 +76,14 @@ pub fn main() -> ExitCode {
             init_logging();
             return check::report(&config, skipped);
         }
+        Ok(cli::Invocation::CheckRecommended(serve_args)) => {
+            check::hold_marker();
+            init_logging();
+            return match host_config::check_recommended(&serve_args) {
+                Ok(code) => code,
+                Err(refusal) => refuse_to_start(&refusal),
+            };
+        }
         Ok(cli::Invocation::Config(request)) => {
             check::hold_marker();
             init_logging();

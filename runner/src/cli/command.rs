@@ -50,6 +50,9 @@ pub enum Invocation {
         /// Whether `--no-sandbox-check` is among them.
         skipped: bool,
     },
+    /// `check` with no sandbox after `--`: the recommended line for this machine, built from
+    /// serve's arguments as given (each flag and its value as two words), as `config` builds it.
+    CheckRecommended(Vec<OsString>),
     /// `config`: a host's entry for serve with these arguments.
     Config(Box<ConfigRequest>),
     /// The sandbox check's probe, inside the sandbox.
@@ -84,6 +87,12 @@ impl Cli {
                     config: Box::new(c),
                     sandbox_check,
                 })
+            }
+            Command::Check(check) if check.sandbox.is_empty() => {
+                // The words after `check` (it has no flag of its own), read as `config` reads
+                // serve's.
+                let at = args.len().min(2);
+                super::config::serve_words(&args[at..], false).map(Invocation::CheckRecommended)
             }
             Command::Check(args) => {
                 let skipped = args.no_sandbox_check;

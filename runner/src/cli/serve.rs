@@ -63,6 +63,13 @@ impl ServeArgs {
                 programs.push(name.clone());
             }
         }
+        if let Err(refusal) = crate::program::all_found(
+            &programs,
+            &programs_path,
+            std::env::var_os("PATH").as_deref(),
+        ) {
+            return refuse(refusal);
+        }
         let background = self.check_background(&files)?;
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {

@@ -5,6 +5,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::machine::MachinePart;
+
 /// The flags whose value is a path that serve needs absolute.
 const PATH_FLAGS: [&str; 4] = ["--files", "--state", "--keyring", "--way-in"];
 
@@ -56,6 +58,39 @@ pub struct ServeLine {
     pub argv: Vec<OsString>,
     /// Whether the sandbox is the recommended line this made.
     pub recommended: bool,
+}
+
+impl ServeLine {
+    /// Adds the machine's part of the recommended line: its `--var`s after the person's
+    /// flags, its words right before the files folder's bind (the home's tmpfs and what is
+    /// shown of it go under the files folder, which may lie in the home).
+    pub fn add_machine(&mut self, part: &MachinePart, files: &Path) -> Result<(), String> {
+        let separator = self
+            .argv
+            .iter()
+            .position(|w| w == "--")
+            .unwrap_or(self.argv.len());
+        let vars = part
+            .vars
+            .iter()
+            .flat_map(|(name, value)| ["--var".into(), OsString::from(format!("{name}={value}"))]);
+        self.argv.splice(separator..separator, vars);
+        let files = files.as_os_str();
+        let bind = self
+            .argv
+            .windows(2)
+            .rposition(|pair| pair[0] == "--bind" && pair[1] == files)
+            .ok_or("the recommended line does not bind the files folder")?;
+        self.argv
+            .splice(bind..bind, part.words.iter().map(OsString::from));
+        Ok(())
+    }
+}
+
+/// `path` as the person's shell would mean it: `~` and `~/…` in `home`, relative ones in the
+/// folder `config` runs in.
+pub fn expanded(path: &Path, home: &Path) -> Result<PathBuf, String> {
+    absolute("--read", path.as_os_str(), home).map(PathBuf::from)
 }
 
 /// The person's home, which `~` stands for.

@@ -18,7 +18,11 @@ mod codex_toml;
 mod hosts;
 mod json_edit;
 mod line;
+mod machine;
+mod never;
+mod recommended;
 mod render;
+mod toolchains;
 mod write;
 
 use std::ffi::OsString;
@@ -28,14 +32,14 @@ use std::process::ExitCode;
 use crate::cli::ConfigRequest;
 use hosts::{Edit, FilePlan, HostPlan};
 use json_edit::{EditError, JsonDoc};
+pub use recommended::report as check_recommended;
 
 /// Runs `config`: exit 0 when the entry was printed or written, else one line on stderr and
 /// [`crate::exit_code::REFUSED`], with nothing written.
 pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
     let home = line::home()?;
-    let line = line::serve_line(&request.serve_args, &home)?;
-    let (config, skipped) = crate::cli::check_serve_line(&line.argv)
-        .map_err(|refusal| format!("serve would refuse these arguments: {refusal}"))?;
+    let made = recommended::make(&request.serve_args, &home, &request.reads, request.force)?;
+    let (line, config, skipped) = (made.line, made.config, made.skipped);
     // The flags as made above, then the sandbox as serve will run it: its program resolved to
     // an absolute path (`serve_line` always puts in the `--`).
     let separator = line
@@ -60,7 +64,11 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
             })
         })
         .collect::<Result<Vec<String>, String>>()?;
-    let mut warnings = Vec::new();
+    let mut warnings = made
+        .machine
+        .as_ref()
+        .map(|part| part.warnings.clone())
+        .unwrap_or_default();
     if skipped {
         warnings.push(
             "--no-sandbox-check is given: the sandbox was not checked, and serve will not check \
@@ -108,8 +116,14 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
             file.path.display()
         ));
     }
-    if line.recommended {
-        err.push_str("The sandbox is the recommended bubblewrap line, with --files bound.\n");
+    if let Some(part) = &made.machine {
+        err.push_str(
+            "The sandbox is the recommended bubblewrap line, with --files bound, and for this \
+             machine:\n",
+        );
+        for note in &part.notes {
+            err.push_str(&format!("  {note}\n"));
+        }
     }
     let mut out = String::new();
     if request.write {
