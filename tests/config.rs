@@ -71,14 +71,30 @@ fn without_a_sandbox_line_the_entry_holds_the_recommended_line_for_this_machine(
         let out = home.config(&args, None);
         let (_, entry) = printed_entry(host, &out);
         let entry_args = strings(&entry["args"]);
-        let at = entry_args.iter().position(|a| a == "--").unwrap();
+        // The README's line, --files bound, and the machine's part: the home an empty tmpfs
+        // first, the environment as --vars.
+        let (line, machine) = readme::without_machine_part(&entry_args);
+        let at = line.iter().position(|a| a == "--").unwrap();
         let mut wanted = vec!["--".to_owned()];
         wanted.extend(readme::recommended_sandbox(&home.work(), &[]));
         assert_eq!(
-            entry_args[at..],
+            line[at..],
             wanted[..],
             "{host}: the README's line, --files bound"
         );
+        assert_eq!(
+            machine[..2],
+            ["--tmpfs".to_owned(), path_str(&home.path)],
+            "{host}: {machine:?}"
+        );
+        let vars = readme::vars(&entry_args);
+        for var in [
+            "PATH=/usr/bin:/bin".to_owned(),
+            format!("HOME={}", path_str(&home.path)),
+            "TMPDIR=/tmp".to_owned(),
+        ] {
+            assert!(vars.contains(&var), "{host}: {var} not in {vars:?}");
+        }
         assert!(!entry_args.iter().any(|a| a == "--no-sandbox-check"));
         start_entry(&entry, host);
     }

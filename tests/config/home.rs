@@ -35,6 +35,8 @@ impl Home {
         let path = root.path().canonicalize().unwrap().join("home");
         std::fs::create_dir_all(path.join("work")).unwrap();
         std::fs::write(path.join("work").join(PROBE_FILE), "hello\n").unwrap();
+        // The README's entries allow cargo from `~/.cargo/bin`, as a rustup install puts it.
+        lnk_tests::toolchains::give_cargo(&path);
         Home { _root: root, path }
     }
 

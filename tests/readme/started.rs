@@ -37,11 +37,18 @@ fn fresh_home() -> Home {
     std::os::unix::fs::symlink(&runner, bin.join("lnk-link-run")).expect("linking lnk-link-run");
     std::os::unix::fs::symlink(&supervisor, bin.join("lnk-link-supervise"))
         .expect("linking lnk-link-supervise");
+    // The entries allow cargo from `~/.cargo/bin`, where a rustup install in the home puts it.
+    lnk_tests::toolchains::give_cargo(&path);
     Home { _root: root, path }
 }
 
 /// Starts the entry as a host would and speaks to it briefly.
 fn run_entry(entry: &Entry) {
+    run_entry_and(entry, |_| {});
+}
+
+/// [`run_entry`], with `more` asked of the server before it is closed.
+fn run_entry_and(entry: &Entry, more: impl FnOnce(&mut Serve)) {
     let argv: Vec<OsString> = entry.args.iter().map(OsString::from).collect();
     let mut serve = Serve::spawn_program(
         Path::new(&entry.command),
@@ -95,6 +102,7 @@ fn run_entry(entry: &Entry) {
         "{}: `ls` did not list the agent's folder: {text}",
         entry.place
     );
+    more(&mut serve);
 
     serve.close_stdin();
     let status = serve.wait_exit(ANSWER);
@@ -134,11 +142,13 @@ fn every_host_entry_starts_serve_as_written() {
     assert!(started >= 4, "only {started} server entries were started");
 }
 
-/// The README's three commands, as a newcomer runs them on a fresh home: the binaries where
-/// `scripts/install.sh` puts them (linked here, the build standing for the install), then the
-/// `config` line as written (the shell's `~` expanded to that home), then the host starting
-/// the server `config` wrote: it must answer `tools/list` and run `ls` in the agent's folder.
-/// (`scripts/hosts/run.sh` starts Claude Code itself on such an entry.)
+/// The README's three commands, as a newcomer runs them on a fresh home with rustup in it:
+/// the binaries where `scripts/install.sh` puts them (linked here, the build standing for the
+/// install), cargo in `~/.cargo/bin` and rustup's `~/.rustup` (linked to this machine's), then
+/// the `config` line as written (the shell's `~` expanded to that home), then the host
+/// starting the server `config` wrote: it must answer `tools/list`, run `ls` in the agent's
+/// folder, and run `cargo --version` through rustup inside the sandbox. (`scripts/hosts/run.sh`
+/// starts Claude Code itself on such an entry, and has it run `cargo test`.)
 #[test]
 fn the_readme_quickstart_gives_a_working_server() {
     if !Sandbox::Bwrap.usable() {
@@ -200,5 +210,14 @@ fn the_readme_quickstart_gives_a_working_server() {
             .map(|a| a.as_str().expect("a string").to_owned())
             .collect(),
     };
-    run_entry(&entry);
+    run_entry_and(&entry, |serve| {
+        let result = serve.call(json!({"program": "cargo", "args": ["--version"]}));
+        let text = results::text(&result);
+        assert_eq!(
+            results::structured(&result)["exit_code"],
+            0,
+            "the README's quickstart: `cargo --version` failed inside: {text}"
+        );
+        assert!(text.contains("cargo "), "{text}");
+    });
 }

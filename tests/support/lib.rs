@@ -3,7 +3,8 @@
 //! a test's folder and the `serve` it starts ([`setup`]), that `serve` spoken to ([`serve`]) and
 //! what it answered ([`results`]), background runs and their records ([`runs`]) and tools
 //! ([`tools`]), processes found in `/proc` ([`procs`]), the programs that try to escape a call
-//! ([`containment`]), and what a test that cannot run here does ([`skip`]).
+//! ([`containment`]), what a test that cannot run here does ([`skip`]), and the machine's own
+//! toolchains put into a test's home ([`toolchains`]).
 pub mod bins;
 pub mod containment;
 pub mod procs;
@@ -15,4 +16,5 @@ pub mod serve;
 pub mod setup;
 pub mod skip;
 pub mod stubs;
+pub mod toolchains;
 pub mod tools;
