@@ -15,3 +15,6 @@ mod machine;
 /// The projects, inside and directly.
 #[path = "real_work/projects.rs"]
 mod projects;
+/// Secrets planted in a home, looked for from inside.
+#[path = "real_work/secrets.rs"]
+mod secrets;
