@@ -12,6 +12,10 @@
 /// A private HOME, serve's flags as a person types them, and starting an entry as a host does.
 #[path = "config/home.rs"]
 mod home;
+/// What config adds for the machine, `--read`, a program not on the path, `check` with no
+/// line, refusals ending their line.
+#[path = "config/machine.rs"]
+mod machine;
 /// The README's host entries are what `config --write` writes.
 #[path = "config/readme_blocks.rs"]
 mod readme_blocks;
