@@ -4,7 +4,8 @@
 # entries as their config (hosts.py says how), and its one-line `mcp add` commands and
 # MCP Inspector line run as written. Claude Code is also driven in its interactive interface, on
 # a pseudo-terminal, for its MCP tasks: a background run's end brought by Claude Code itself,
-# and its TaskStop stopping a run.
+# and its TaskStop stopping a run; and, with the entry the README's quickstart writes in a HOME
+# with rustup in it, has it run `cargo test` on a crate through Link Run.
 #
 # It installs the hosts at the versions of package.json (locked by package-lock.json, with
 # Node 22 from npm's `node` package) into a cache folder, $LNK_HOSTS_CACHE, by default
@@ -17,7 +18,8 @@
 # LNK_REQUIRE_HOSTS=1 (CI sets it) keeps the hosts required even then. What the hosts sent the
 # stand-in is kept in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
 #
-#   scripts/hosts/run.sh [--hosts claude-code,claude-code-tasks,codex,gemini-cli,inspector-cli]
+#   scripts/hosts/run.sh [--hosts claude-code,claude-code-quickstart,claude-code-cargo,
+#                                 claude-code-tasks,codex,gemini-cli,inspector-cli]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 here=scripts/hosts

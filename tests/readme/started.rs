@@ -147,7 +147,7 @@ fn every_host_entry_starts_serve_as_written() {
 /// install), cargo in `~/.cargo/bin` and rustup's `~/.rustup` (linked to this machine's), then
 /// the `config` line as written (the shell's `~` expanded to that home), then the host
 /// starting the server `config` wrote: it must answer `tools/list`, run `ls` in the agent's
-/// folder, and run `cargo --version` through rustup inside the sandbox. (`scripts/hosts/run.sh`
+/// folder, and run `cargo test` on a crate through rustup inside the sandbox. (`scripts/hosts/run.sh`
 /// starts Claude Code itself on such an entry, and has it run `cargo test`.)
 #[test]
 fn the_readme_quickstart_gives_a_working_server() {
@@ -210,14 +210,31 @@ fn the_readme_quickstart_gives_a_working_server() {
             .map(|a| a.as_str().expect("a string").to_owned())
             .collect(),
     };
+    // A crate of the agent's, tested through rustup inside the sandbox.
+    let adder = home.path.join("work/adder");
+    std::fs::create_dir_all(adder.join("src")).expect("the crate's folder");
+    std::fs::write(
+        adder.join("Cargo.toml"),
+        "[package]\nname = \"adder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("the crate's manifest");
+    std::fs::write(
+        adder.join("src/lib.rs"),
+        "#[test]\nfn adds() {\n    assert_eq!(2 + 3, 5);\n}\n",
+    )
+    .expect("the crate's source");
     run_entry_and(&entry, |serve| {
-        let result = serve.call(json!({"program": "cargo", "args": ["--version"]}));
+        let id = serve.send_call(
+            json!({"program": "cargo", "args": ["test", "--offline"], "dir": "adder"}),
+            None,
+        );
+        let result = serve.call_result(id, Duration::from_secs(120));
         let text = results::text(&result);
         assert_eq!(
             results::structured(&result)["exit_code"],
             0,
-            "the README's quickstart: `cargo --version` failed inside: {text}"
+            "the README's quickstart: `cargo test` failed inside: {text}"
         );
-        assert!(text.contains("cargo "), "{text}");
+        assert!(text.contains("test result: ok. 1 passed"), "{text}");
     });
 }

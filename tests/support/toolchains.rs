@@ -1,6 +1,6 @@
 //! The machine's own toolchains in a test's home: cargo put into `<home>/.cargo/bin` as a
-//! rustup install in that home would have it (a link to the machine's `rustup` binary, and
-//! `<home>/.rustup` a link to the machine's rustup home), so that an entry with
+//! rustup install in that home would have it (links to the machine's `rustup` binary for cargo
+//! and rustup's other proxies, and `<home>/.rustup` a link to the machine's rustup home), so that an entry with
 //! `--programs-path <home>/.cargo/bin:…` finds a cargo that runs. Where the machine's cargo is
 //! not rustup's, it is linked as it is.
 use std::path::{Path, PathBuf};
@@ -40,6 +40,21 @@ pub fn give_cargo(home: &Path) {
     let rustup = real.file_name().is_some_and(|n| n == "rustup");
     std::os::unix::fs::symlink(&real, bin.join("cargo"))
         .unwrap_or_else(|err| panic!("linking cargo into {bin:?}: {err}"));
+    if rustup {
+        // rustup's other proxies beside it (cargo runs `rustc` from PATH).
+        let proxies = cargo.parent().and_then(|f| std::fs::read_dir(f).ok());
+        for proxy in proxies.into_iter().flatten().filter_map(Result::ok) {
+            let name = proxy.file_name();
+            let link = bin.join(&name);
+            if name != "cargo"
+                && !link.exists()
+                && proxy.path().canonicalize().is_ok_and(|p| p == real)
+            {
+                std::os::unix::fs::symlink(&real, &link)
+                    .unwrap_or_else(|err| panic!("linking {link:?}: {err}"));
+            }
+        }
+    }
     if rustup && let Some(rustup_home) = rustup_home() {
         std::os::unix::fs::symlink(&rustup_home, home.join(".rustup"))
             .unwrap_or_else(|err| panic!("linking {rustup_home:?} into {home:?}: {err}"));
