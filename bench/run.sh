@@ -6,6 +6,8 @@
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
+#   bench/run.sh machine [options]       (the line `config` builds for this machine against the
+#                                        README's: `... machine --help`)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
 #                                        their sandbox starts: --kind gate), each
 #                                        sandbox, and the trials that left a process behind
@@ -21,9 +23,9 @@ case "$which" in
             exit 2
         fi
         ;;
-    foreground | background | check | soak) ;;
+    foreground | background | check | machine | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | machine [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -36,6 +38,8 @@ if [[ "$which" == all ]]; then
     "$bench" background
     echo
     "$bench" check
+    echo
+    "$bench" machine
 else
     exec "$bench" "$which" "$@"
 fi

@@ -21,7 +21,9 @@
 //!    SIGPIPE, and an ignored signal would stay ignored across the exec);
 //! 5. gives back the parent-death signal the sandbox gave it;
 //! 6. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
-//!    set it, the call's folder, as a cold start's sandbox sets it): fd 4 closes at the exec,
+//!    set it, the call's folder, as a cold start's sandbox sets it) and the call's `--var`s
+//!    set on it (serve puts them before the program as `/usr/bin/env NAME=VALUE…`; the stub
+//!    does what `env` would, without its `exec`): fd 4 closes at the exec,
 //!    so the program has descriptors 0, 1 and 2 only, and nothing of the stub's executable.
 //!
 //! Any failure is written back ([`FAILED`] and the errno) before the stub exits having run
@@ -209,7 +211,11 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
     default_signals()?;
     let c =
         |arg: &OsString| CString::new(arg.as_bytes()).map_err(|_| io::Error::from(Errno::INVAL));
-    let argv: Vec<CString> = spec.argv.iter().map(c).collect::<io::Result<_>>()?;
+    // The call's `--var`s (`/usr/bin/env NAME=VALUE… <program>`): set here, as `env` would
+    // set them, which spares the call `env`'s own `exec`.
+    let (vars, words) =
+        lnk_common::command_line::split_env(&spec.argv).unwrap_or((&[], &spec.argv));
+    let argv: Vec<CString> = words.iter().map(c).collect::<io::Result<_>>()?;
     let path = argv.first().cloned().ok_or(Errno::INVAL)?;
     // A sandbox that tells its program its folder (bubblewrap sets `PWD` to the folder it
     // started in) told the stub its own: the program is told the call's, as a cold start's is.
@@ -217,7 +223,14 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
         true => spec.place.files.clone(),
         false => spec.place.files.join(&spec.place.dir),
     };
+    let given = |name: &[u8]| {
+        vars.iter().any(|var| {
+            let var = var.as_bytes();
+            var.len() > name.len() && var.starts_with(name) && var[name.len()] == b'='
+        })
+    };
     let env: Vec<CString> = std::env::vars_os()
+        .filter(|(name, _)| !given(name.as_bytes()))
         .map(|(name, value)| match name.as_bytes() {
             b"PWD" => (name, folder.clone().into_os_string()),
             _ => (name, value),
@@ -226,8 +239,10 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
             let mut pair = name.into_vec();
             pair.push(b'=');
             pair.extend_from_slice(value.as_bytes());
-            CString::new(pair).map_err(|_| io::Error::from(Errno::INVAL))
+            pair
         })
+        .chain(vars.iter().map(|var| var.as_bytes().to_vec()))
+        .map(|pair| CString::new(pair).map_err(|_| io::Error::from(Errno::INVAL)))
         .collect::<io::Result<_>>()?;
     Ok((path, argv, env))
 }
