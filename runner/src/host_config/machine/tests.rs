@@ -142,7 +142,7 @@ fn read_shows_a_path_and_refuses_the_never_list_unless_forced() {
             "{err}"
         );
         let part = h
-            .build(&h.home.join("work"), &[secret.clone()], true)
+            .build(&h.home.join("work"), std::slice::from_ref(&secret), true)
             .unwrap();
         assert!(part.words.contains(&text(&secret)), "{:?}", part.words);
         assert!(

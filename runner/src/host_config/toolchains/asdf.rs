@@ -49,8 +49,7 @@ fn asdf_it_runs(file: &Path) -> Option<Option<PathBuf>> {
     let line = text.lines().find(|l| l.contains("asdf exec"))?;
     let word = line
         .split_whitespace()
-        .skip_while(|w| *w == "exec")
-        .next()?
+        .find(|w| *w != "exec")?
         .trim_matches('"');
     let path = Path::new(word);
     Some((path.is_absolute() && path.ends_with("asdf")).then(|| path.to_path_buf()))
