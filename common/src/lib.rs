@@ -184,6 +184,7 @@ pub mod list_page;
 pub mod lock;
 pub mod output_file;
 pub mod process_id;
+pub mod projects;
 pub mod record;
 pub mod record_store;
 pub mod run_files;
