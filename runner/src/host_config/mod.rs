@@ -67,11 +67,15 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
              it either"
                 .to_owned(),
         );
-    } else {
-        let (found, _) = crate::check::before_serving(&config, false)
+    }
+    // With --files-from roots, a folder stands for the projects (`crate::project::stand_in`).
+    let stand_in = crate::project::stand_in(&config)?;
+    if !skipped {
+        let (found, _) = crate::check::before_serving(&stand_in.config, false)
             .map_err(|refusal| format!("serve would refuse to start: {refusal}"))?;
         warnings.extend(found);
     }
+    let config = &stand_in.config;
     let command = std::env::current_exe()
         .map_err(|err| {
             format!(
@@ -89,10 +93,30 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
         timeout: config.timeout,
         home: home.clone(),
     };
-    let plan = hosts::plan(request.host, request.scope, &entry)?;
+    let mut plan = hosts::plan(request.host, request.scope, &entry)?;
+    let roots = stand_in.note.is_some();
+    if let Some(made) = stand_in.made()
+        && plan.files.iter().any(|f| f.path.starts_with(made))
+    {
+        return Err(format!(
+            "with --files-from roots, a project-scope entry goes into the project this runs in, \
+             and {} may not be a project's folder: run it in the project's folder, or give \
+             --scope user (one entry for every project)",
+            std::env::current_dir().unwrap_or_default().display()
+        ));
+    }
+    if roots {
+        plan.next.push_str(
+            " (with --files-from roots, each session works in the folder the host was started \
+             in: start it in any project's folder)",
+        );
+    }
     let mut err = String::new();
     for warning in &warnings {
         err.push_str(&format!("warning: {warning}\n"));
+    }
+    if let Some(note) = &stand_in.note {
+        err.push_str(&format!("{note}\n"));
     }
     // A host's file in the files folder can be changed by the agent's programs, and the host
     // starts whatever it then says.
@@ -108,7 +132,12 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
             file.path.display()
         ));
     }
-    if line.recommended {
+    if line.recommended && roots {
+        err.push_str(
+            "The sandbox is the recommended bubblewrap line, with {files} bound: serve fills in \
+             each session's project folder.\n",
+        );
+    } else if line.recommended {
         err.push_str("The sandbox is the recommended bubblewrap line, with --files bound.\n");
     }
     let mut out = String::new();
