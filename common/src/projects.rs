@@ -81,7 +81,7 @@ fn is_project_name(name: &str) -> bool {
 
 impl StateDir {
     /// The state folder of the project whose files folder is `files` (canonical): named only,
-    /// nothing is made ([`StateDir::create`] makes it, and `projects/` with it, 0700).
+    /// nothing is made ([`StateDir::create_project`] makes it).
     pub fn project(&self, files: &Path) -> StateDir {
         StateDir::new(self.path().join(PROJECTS_DIR).join(project_name(files)))
     }
@@ -109,6 +109,39 @@ impl StateDir {
         projects.sort();
         all.extend(projects.into_iter().map(StateDir::new));
         Ok(all)
+    }
+
+    /// The state folder of the project whose files folder is `files` (canonical), made if it
+    /// is missing and checked as any state folder ([`crate::trust`]). A new one is whole and
+    /// indexed before its name appears — made under a temporary name in `projects/`, then
+    /// renamed — so that a sweep of the state folder given never finds it half made; of two
+    /// serves that make it at once, one's stays and the other's goes.
+    pub fn create_project(&self, files: &Path) -> Result<StateDir, Error> {
+        self.make_projects_dir()?;
+        let project = self.project(files);
+        if std::fs::symlink_metadata(project.path()).is_err() {
+            let temp = self
+                .path()
+                .join(PROJECTS_DIR)
+                .join(crate::layout::temp_name()?);
+            DirBuilder::new()
+                .mode(0o700)
+                .create(&temp)
+                .map_err(|e| Error::io(Op::MakeDir, &temp, e))?;
+            let made = crate::index::init(&StateDir::new(&temp)).and_then(|()| {
+                std::fs::rename(&temp, project.path())
+                    .map_err(|e| Error::io(Op::MakeDir, project.path(), e))
+            });
+            if let Err(err) = made {
+                // Ours is not needed when another serve's got there first.
+                let _ = std::fs::remove_dir_all(&temp);
+                if std::fs::symlink_metadata(project.path()).is_err() {
+                    return Err(err);
+                }
+            }
+        }
+        crate::trust::check_state_folder(project.path())?;
+        Ok(project)
     }
 
     /// Makes `projects/` (0700) if it is missing: before a project's folder is made.
@@ -164,9 +197,13 @@ mod tests {
             b.path().parent(),
             Some(state.path().join(PROJECTS_DIR).as_path())
         );
-        state.make_projects_dir().unwrap();
-        a.create().unwrap();
-        b.create().unwrap();
+        assert_eq!(state.create_project(Path::new("/a")).unwrap(), a);
+        assert_eq!(state.create_project(Path::new("/b")).unwrap(), b);
+        // Made whole: indexed before it has its name; made once.
+        assert!(crate::index::is_indexed(&a));
+        std::fs::write(a.path().join("kept"), b"").unwrap();
+        assert_eq!(state.create_project(Path::new("/a")).unwrap(), a);
+        assert!(a.path().join("kept").exists());
         // Names no project has, and files, are no project's.
         std::fs::create_dir(state.path().join(PROJECTS_DIR).join("stray")).unwrap();
         let fake = format!("f-{}", "0".repeat(32));

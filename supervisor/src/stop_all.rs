@@ -99,8 +99,8 @@ fn every_folder_held(state: &StateDir) -> Result<Vec<(StateDir, StartLock)>> {
 /// Stops every run of one state folder whose `start.lock` is `start`, then removes its runs'
 /// files, its own files and the folder.
 fn remove_held(state: &StateDir, start: StartLock) -> Result<()> {
-    for_each_run_stopped(&state, true, |id, guard| match Record::load(&state, id) {
-        Ok(record) => sweep_one::remove_run(&state, &record, guard),
+    for_each_run_stopped(state, true, |id, guard| match Record::load(state, id) {
+        Ok(record) => sweep_one::remove_run(state, &record, guard),
         Err(e) if e.is_not_found() => Ok(guard.remove()?),
         Err(e) => {
             tracing::warn!(%id, "{}; the record is removed without its output file", lnk_common::Causes(&e));

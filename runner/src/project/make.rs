@@ -60,15 +60,9 @@ pub fn make(
         )
     };
     if let Some(background) = &config.background {
-        let state = StateDir::new(&background.state);
-        let made = StateDir::new(&background.given_state)
-            .make_projects_dir()
-            .and_then(|()| state.create());
-        let empty = made.map_err(|err| refused(format!("its state folder: {err}")))?;
-        if empty {
-            lnk_common::index::init(&state)
-                .map_err(|err| refused(format!("indexing its state folder: {err}")))?;
-        }
+        StateDir::new(&background.given_state)
+            .create_project(&config.files)
+            .map_err(|err| refused(format!("its state folder: {err}")))?;
     }
     let (warnings, warmth) = sandbox_checked(&config, making).map_err(refused)?;
     for warning in warnings {
