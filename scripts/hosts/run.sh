@@ -17,7 +17,8 @@
 # LNK_REQUIRE_HOSTS=1 (CI sets it) keeps the hosts required even then. What the hosts sent the
 # stand-in is kept in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
 #
-#   scripts/hosts/run.sh [--hosts claude-code,claude-code-tasks,codex,gemini-cli,inspector-cli]
+#   scripts/hosts/run.sh [--hosts claude-code,claude-code-quickstart,claude-code-projects,
+#                                 claude-code-tasks,codex,gemini-cli,inspector-cli]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 here=scripts/hosts
