@@ -7,9 +7,7 @@ short program, `list` lists the runs. The check passes when, in each session, `p
 that session's own folder (and not the other's), its run's output file lies in its own folder,
 its run's record lies in its own project's state folder under the one state folder, and `list`
 showed its own run and not the other session's; and when Claude Code's own debug log shows
-that it connected in the 2026-07-28 era, was asked for its roots (`ListRoots`), and that serve
-chose the client's first root (serve's log at `RUST_LOG=info`, which Claude Code keeps with
-`--debug`). Everything is kept under `--evidence`/claude-code-projects/<project>/.
+that it connected in the 2026-07-28 era and was asked for its roots (`ListRoots`, `--debug`). Everything is kept under `--evidence`/claude-code-projects/<project>/.
 """
 
 import json
@@ -124,7 +122,6 @@ class ClaudeCodeProjects(ClaudeCode):
         requests = root / "requests.jsonl"
         server = standin.StandIn(str(requests), script=ProjectsScript()).serve()
         env = self.turn_env(home, server.url)
-        env["RUST_LOG"] = "info"
         debug = home / ".claude" / "debug"
         before = set(debug.glob("*.txt")) if debug.exists() else set()
         argv = self.host_argv(["claude", "-p", PROMPT, "--output-format", "json", "--model", "claude-sonnet-4-5", "--debug"])
@@ -187,8 +184,6 @@ class ClaudeCodeProjects(ClaudeCode):
                 self.problems.append(f"{project}: Claude Code's debug log does not show a 2026-07-28 connection")
             if "Received ListRoots request from server" not in log:
                 self.problems.append(f"{project}: Claude Code's debug log does not show serve asking its roots")
-            if not re.search(r"the project's folder \(the client's first root\) files=" + re.escape(str(folder)), log):
-                self.problems.append(f"{project}: serve's log (in Claude Code's debug log) does not show {folder} chosen as the client's first root")
         for project, seen in self.sessions.items():
             listed = seen["by"]["list"][0]["result"] if seen["by"]["list"] else None
             if listed is None:
