@@ -41,14 +41,14 @@ fn fresh_home() -> Home {
 }
 
 /// Starts the entry as a host would and speaks to it briefly.
-fn run_entry(entry: &Entry) {
+fn run_entry(entry: &Entry, cwd: Option<&Path>) {
     let argv: Vec<OsString> = entry.args.iter().map(OsString::from).collect();
     let mut serve = Serve::spawn_program(
         Path::new(&entry.command),
         &argv,
         Era::Legacy("2025-11-25"),
         &[],
-        None,
+        cwd,
         None,
     );
     let init = serve.initialize("2025-11-25");
@@ -127,7 +127,7 @@ fn every_host_entry_starts_serve_as_written() {
             .text
             .replace(PLACEHOLDER_HOME, &sandbox::path_str(&home.path));
         for entry in server_entries(&block, &parse(&block, &text)) {
-            run_entry(&entry);
+            run_entry(&entry, None);
             started += 1;
         }
     }
@@ -200,5 +200,7 @@ fn the_readme_quickstart_gives_a_working_server() {
             .map(|a| a.as_str().expect("a string").to_owned())
             .collect(),
     };
-    run_entry(&entry);
+    // Started as a host started in `~/work` starts it (`cd ~/work && claude`): with
+    // `--files-from roots`, a client that gives no roots works in that folder.
+    run_entry(&entry, Some(&home.path.join("work")));
 }
