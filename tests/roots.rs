@@ -21,3 +21,6 @@ mod projects;
 /// changes.
 #[path = "roots/refused.rs"]
 mod refused;
+/// The official Python SDK's client gives its roots, in both eras.
+#[path = "roots/sdk.rs"]
+mod sdk;
