@@ -8,7 +8,9 @@
 //! `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
 //! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
 //! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
-//! `background` holds the tools of background runs. Beside serve, `check` is the sandbox check
+//! `background` holds the tools of background runs; `project` is the project calls run in (the
+//! `--files` folder, or with `--files-from roots` the client's first root, checked, its state
+//! folder made, its sandbox checked and its spares started before any call runs there). Beside serve, `check` is the sandbox check
 //! and `host_config` is `lnk-link-run config <host>`, a host's entry for serve written for a
 //! person. `ARCHITECTURE.md` maps the processes.
 
