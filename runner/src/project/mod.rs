@@ -214,9 +214,10 @@ impl Projects {
         }
     }
 
-    /// Before a `tools/call` of `era` runs, which `declares_roots` (in its client capabilities,
-    /// 2026-07-28) and carries `input_responses` (its `inputResponses`, 2026-07-28): the roots it brings are taken, the client is asked
-    /// them if the project is not known yet, or the folder serve was started in is chosen.
+    /// Before a `tools/call` of `era` runs, which `declares_roots` (in its client capabilities)
+    /// and carries `input_responses` (its `inputResponses`; both 2026-07-28 only): the roots it
+    /// brings are taken, the client is asked them if the project is not known yet, or the
+    /// folder serve was started in is chosen.
     pub fn before_call(
         self: &Arc<Self>,
         era: &Era,
