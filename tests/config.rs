@@ -22,6 +22,9 @@ mod readme_blocks;
 /// What `config` refuses: a leaking line, a machine without bubblewrap, serve's own refusals.
 #[path = "config/refusals.rs"]
 mod refusals;
+/// `--files-from roots`: one user entry for every project, and `check` of it.
+#[path = "config/roots.rs"]
+mod roots;
 /// `--write`: merged, the rest kept, a backup, `--force`.
 #[path = "config/write.rs"]
 mod write;

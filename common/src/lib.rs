@@ -25,6 +25,7 @@
 //! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
 //! | `index/…` | the index: names (hard links of the run's lock) that say which runs may run, when each started, when each is due, which are untold ([`index`]) |
+//! | `projects/<name>/` | a project's own state folder, laid out as this one: the runs of a `serve --files-from roots`, whose files folder is the client's ([`projects`]). A sweep, `stop --state` and `remove --state` of the folder cover each |
 //! | `tmp/.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes. (Folders made before `tmp/` may hold `.tmp-<random>` at the top; a sweep of such a folder removes them too) |
 //!
 //! Other names are reported (by a sweep that reads the whole folder) and left alone. `<id>` is
@@ -184,6 +185,7 @@ pub mod list_page;
 pub mod lock;
 pub mod output_file;
 pub mod process_id;
+pub mod projects;
 pub mod record;
 pub mod record_store;
 pub mod run_files;

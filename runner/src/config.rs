@@ -9,8 +9,12 @@ use lnk_common::AgentId;
 /// The checked configuration of one `serve`.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The files folder, canonical.
+    /// The files folder, canonical. With `--files-from roots`, until a project is chosen
+    /// (`crate::project`), the folder serve was started in (empty when it cannot be resolved):
+    /// no call runs on it before it is checked as a project's folder.
     pub files: PathBuf,
+    /// Where the files folder comes from.
+    pub files_from: FilesFrom,
     /// Where allowed programs are looked up, `:`-separated, in order.
     pub programs_path: OsString,
     /// A call's time limit.
@@ -27,7 +31,30 @@ pub struct Config {
     pub sandbox: Vec<OsString>,
 }
 
+/// Where the files folder comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilesFrom {
+    /// `--files`: one folder, fixed at start.
+    Flag,
+    /// `--files-from roots`: the client's first root, else the folder serve was started in,
+    /// chosen once per serve ([`crate::project`]).
+    Roots,
+}
+
 impl Config {
+    /// This configuration for the project whose files folder is `files` (canonical, checked):
+    /// calls work there, and background runs are kept in the project's own state folder under
+    /// the one given ([`lnk_common::projects`]).
+    pub fn for_project(&self, files: PathBuf) -> Config {
+        let mut config = self.clone();
+        if let Some(background) = &mut config.background {
+            let given = lnk_common::layout::StateDir::new(&background.given_state);
+            background.state = given.project(&files).path().to_path_buf();
+        }
+        config.files = files;
+        config
+    }
+
     /// The sandbox prefix as calls run it: [`crate::sandbox_line::expand`].
     pub fn sandbox_line(&self) -> Vec<OsString> {
         crate::sandbox_line::expand(&self.sandbox, &self.files)
@@ -47,8 +74,11 @@ impl Config {
 /// The background half's settings (`--state` and the flags that come with it).
 #[derive(Debug, Clone)]
 pub struct Background {
-    /// The state folder (absolute; it may not exist yet).
+    /// The state folder of this serve's runs (absolute; it may not exist yet): the one given,
+    /// or with `--files-from roots` the project's own under it ([`Config::for_project`]).
     pub state: PathBuf,
+    /// The state folder as given (`--state`): what serve sweeps, the projects' folders with it.
+    pub given_state: PathBuf,
     /// How many runs may run at once.
     pub max_running: u32,
     /// A run's time limit.

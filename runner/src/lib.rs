@@ -8,7 +8,9 @@
 //! `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
 //! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
 //! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
-//! `background` holds the tools of background runs. Beside serve, `check` is the sandbox check
+//! `background` holds the tools of background runs; `project` is the project calls run in (the
+//! `--files` folder, or with `--files-from roots` the client's first root, checked, its state
+//! folder made, its sandbox checked and its spares started before any call runs there). Beside serve, `check` is the sandbox check
 //! and `host_config` is `lnk-link-run config <host>`, a host's entry for serve written for a
 //! person. `ARCHITECTURE.md` maps the processes.
 
@@ -31,6 +33,7 @@ mod input;
 mod lines;
 mod program;
 mod progress;
+mod project;
 mod protocol;
 mod reaper;
 mod render;
@@ -74,7 +77,16 @@ pub fn main() -> ExitCode {
         Ok(cli::Invocation::Check { config, skipped }) => {
             check::hold_marker();
             init_logging();
-            return check::report(&config, skipped);
+            // With --files-from roots, a folder stands for the projects.
+            let stand_in = match project::stand_in(&config) {
+                Ok(stand_in) => stand_in,
+                Err(refusal) => return refuse_to_start(&refusal),
+            };
+            if let Some(note) = &stand_in.note {
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout().lock(), "note: {note}");
+            }
+            return check::report(&stand_in.config, skipped);
         }
         Ok(cli::Invocation::CheckRecommended(serve_args)) => {
             check::hold_marker();
@@ -135,26 +147,23 @@ fn init_logging() {
 /// Serves until stdin ends or SIGTERM/SIGINT arrives, then kills the calls in flight.
 fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     use anyhow::Context;
+    let making = project::Making {
+        sandbox_check,
+        warm_asked: !warm::cold_asked(),
+    };
     // Before anything else starts: a sandbox that does not confine is a refusal to start.
-    let warm_asked = !warm::cold_asked();
-    let (sandbox_warnings, warmth) = if sandbox_check {
-        check::before_serving(&config, warm_asked).map_err(anyhow::Error::msg)?
+    // With --files-from roots, each project's folder is checked once it is known.
+    let fixed = config.files_from == config::FilesFrom::Flag;
+    let (sandbox_warnings, warmth) = if fixed {
+        project::sandbox_checked(&config, making).map_err(anyhow::Error::msg)?
     } else {
-        let warmth = if warm_asked {
-            Ok(())
-        } else {
-            Err("cold starts were asked for".to_owned())
-        };
-        let warning = "--no-sandbox-check: the sandbox was not checked; nothing proves that it \
-                       keeps the agent's programs from the agent's key, the state folder or \
-                       serve's environment";
-        (vec![warning.to_owned()], warmth)
+        (Vec::new(), Ok(()))
     };
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
     if let Some(background) = &config.background {
-        let state = lnk_common::layout::StateDir::new(&background.state);
+        let state = lnk_common::layout::StateDir::new(&background.given_state);
         let empty = state.create().context("creating the state folder")?;
         // A new (empty) folder is indexed from the start; an older one by the next sweep.
         if empty {
@@ -167,10 +176,16 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     if let Some(background) = &config.background {
         background::start_sweeps(background);
     }
-    // A call's reaper started ahead of it (with its sandbox, when calls start warm), once the
-    // sandbox is checked.
-    spares::start(warm::settings(&config, warmth, sandbox_check));
-    let server = server::Server::new(context::Toolbox::new(config), writer);
+    let projects = if fixed {
+        // A call's reaper started ahead of it (with its sandbox, when calls start warm), once
+        // the sandbox is checked.
+        spares::start(warm::settings(&config, warmth, sandbox_check));
+        project::Projects::fixed(config)
+    } else {
+        project::Projects::from_roots(config, making)
+    }
+    .context("setting up the project")?;
+    let server = server::Server::new(context::Toolbox::new(projects), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())

@@ -18,6 +18,10 @@ Inspector CLI it runs the README's line as written and checks the answer of its 
 writes in a HOME with rustup in it, run `cargo test` on a crate through Link Run; the model must
 see the test pass.
 
+`claude-code-projects` writes the README quickstart's one user-scope entry (`--files-from roots`)
+and runs Claude Code headless in two project folders: each session works in its own folder and
+sees its own runs only (`projects.py`).
+
 `claude-code-tasks` drives Claude Code's interactive interface on a pseudo-terminal, as a person
 uses it (no flag: MCP tasks are on there), with the same README entry: the stand-in `start`s a
 run that prints two markers and exits 3, ends its turn, and passes only when Claude Code later
@@ -49,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check import PROMPT, Check, ConfigFailed, HostCheck, readme_blocks, shell_words  # noqa: E402
 from cargo_test import ClaudeCodeCargo  # noqa: E402
 from claude import ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks  # noqa: E402
+from projects import ClaudeCodeProjects  # noqa: E402
 
 INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
 
@@ -153,7 +158,16 @@ class InspectorCli(Check):
 
 CHECKS = {
     c.name: c
-    for c in (ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeCargo, ClaudeCodeTasks, Codex, GeminiCli, InspectorCli)
+    for c in (
+        ClaudeCode,
+        ClaudeCodeQuickstart,
+        ClaudeCodeCargo,
+        ClaudeCodeProjects,
+        ClaudeCodeTasks,
+        Codex,
+        GeminiCli,
+        InspectorCli,
+    )
 }
 
 

@@ -19,6 +19,7 @@
 # stand-in is kept in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
 #
 #   scripts/hosts/run.sh [--hosts claude-code,claude-code-quickstart,claude-code-cargo,
+#                                 claude-code-projects,
 #                                 claude-code-tasks,codex,gemini-cli,inspector-cli]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

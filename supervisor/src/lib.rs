@@ -46,7 +46,8 @@ enum Command {
         #[arg(long = commands::INPUT, hide = true)]
         input: bool,
     },
-    /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries.
+    /// Clean up a state folder, and each of its projects' (`projects/`), after crashes: lost
+    /// runs, untold ends, old runs, temporaries.
     #[command(name = commands::SWEEP)]
     Sweep {
         /// The state folder.
@@ -55,13 +56,15 @@ enum Command {
         #[arg(long = commands::DETACHED, hide = true)]
         detached: bool,
     },
-    /// Stop every run of a state folder and wait until each has ended.
+    /// Stop every run of a state folder, its projects' runs included, and wait until each has
+    /// ended.
     Stop {
         /// The state folder.
         #[arg(long, value_name = "DIR")]
         state: PathBuf,
     },
-    /// Stop every run of a state folder, then remove all its files and the folder.
+    /// Stop every run of a state folder, its projects' runs included, then remove all its
+    /// files and the folder.
     Remove {
         /// The state folder.
         #[arg(long, value_name = "DIR")]
@@ -100,7 +103,7 @@ pub fn main() -> ExitCode {
         Command::Supervise {
             id, state, input, ..
         } => supervise::run(&id, state, input),
-        Command::Sweep { state, .. } => sweep::run(&state).map(|report| {
+        Command::Sweep { state, .. } => sweep::run_every(&state).map(|report| {
             tracing::info!(?report, "swept");
         }),
         Command::Stop { state } => stop_all::stop(&state).map(|n| {

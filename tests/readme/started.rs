@@ -43,19 +43,19 @@ fn fresh_home() -> Home {
 }
 
 /// Starts the entry as a host would and speaks to it briefly.
-fn run_entry(entry: &Entry) {
-    run_entry_and(entry, |_| {});
+fn run_entry(entry: &Entry, cwd: Option<&Path>) {
+    run_entry_and(entry, cwd, |_| {});
 }
 
 /// [`run_entry`], with `more` asked of the server before it is closed.
-fn run_entry_and(entry: &Entry, more: impl FnOnce(&mut Serve)) {
+fn run_entry_and(entry: &Entry, cwd: Option<&Path>, more: impl FnOnce(&mut Serve)) {
     let argv: Vec<OsString> = entry.args.iter().map(OsString::from).collect();
     let mut serve = Serve::spawn_program(
         Path::new(&entry.command),
         &argv,
         Era::Legacy("2025-11-25"),
         &[],
-        None,
+        cwd,
         None,
     );
     let init = serve.initialize("2025-11-25");
@@ -135,7 +135,7 @@ fn every_host_entry_starts_serve_as_written() {
             .text
             .replace(PLACEHOLDER_HOME, &sandbox::path_str(&home.path));
         for entry in server_entries(&block, &parse(&block, &text)) {
-            run_entry(&entry);
+            run_entry(&entry, None);
             started += 1;
         }
     }
@@ -223,7 +223,9 @@ fn the_readme_quickstart_gives_a_working_server() {
         "#[test]\nfn adds() {\n    assert_eq!(2 + 3, 5);\n}\n",
     )
     .expect("the crate's source");
-    run_entry_and(&entry, |serve| {
+    // Started as a host started in `~/work` starts it (`cd ~/work && claude`): with
+    // `--files-from roots`, a client that gives no roots works in that folder.
+    run_entry_and(&entry, Some(&home.path.join("work")), |serve| {
         let id = serve.send_call(
             json!({"program": "cargo", "args": ["test", "--offline"], "dir": "adder"}),
             None,

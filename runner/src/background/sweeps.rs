@@ -1,18 +1,19 @@
 //! The sweeps a serving `serve` starts: one at its start, then one a minute.
 
-/// Starts `lnk-link-supervise sweep <state>` beside the server, so that runs whose
-/// supervisor died are found, told and cleaned up, without delaying the first answer. Like a
+/// Starts `lnk-link-supervise sweep <state>` beside the server (the state folder as given: the
+/// sweep covers its projects' folders too), so that runs whose supervisor died are found, told
+/// and cleaned up, without delaying the first answer. Like a
 /// supervisor, a sweep may outlive serve (telling takes up to 10 s a run): it logs to
 /// `sweep.log`.
 pub fn start_sweep(background: &crate::config::Background) {
-    let state = lnk_common::layout::StateDir::new(&background.state);
+    let state = lnk_common::layout::StateDir::new(&background.given_state);
     let stdio = super::detached::Stdio {
         stderr: super::detached::log(&state, &state.sweep_log()),
         ..Default::default()
     };
     let args = [
         lnk_common::commands::SWEEP.as_ref(),
-        background.state.as_os_str(),
+        background.given_state.as_os_str(),
     ];
     if let Err(err) = super::detached::spawn(&background.supervise, &args, stdio, "sweep") {
         tracing::warn!(%err, "the sweep could not be started");

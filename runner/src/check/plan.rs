@@ -96,6 +96,12 @@ impl Plan {
                 plan.secret("a record of the state folder", &record, state);
             }
             plan.no_writes("the state folder", state);
+            // With --files-from roots, the state folder given keeps every project's.
+            let given = &background.given_state;
+            if given != state {
+                plan.hide("the state folder given (every project's)", given);
+                plan.no_writes("the state folder given (every project's)", given);
+            }
             if let Some(way_in) = &background.way_in {
                 let keyring = &way_in.keyring;
                 plan.hide("the keyring folder", keyring);

@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use super::values::{parse_bytes, parse_duration, parse_var};
 
+/// Where `--files-from` takes the files folder from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum FilesFromArg {
+    /// The client's first MCP root, else the folder serve was started in.
+    Roots,
+}
+
 /// The flags of `serve`. Every one is optional here so that a missing one gets a message of its
 /// own in [`ServeArgs::check`]; none has a built-in value.
 #[derive(Debug, clap::Args)]
@@ -14,6 +21,10 @@ pub(super) struct ServeArgs {
     /// The files folder: calls work inside it and cannot leave it.
     #[arg(long, value_name = "FOLDER")]
     pub(super) files: Option<PathBuf>,
+    /// In place of --files: `roots`, the files folder is the client's first MCP root (the
+    /// folder the host was started in), else the folder serve was started in.
+    #[arg(long, value_name = "SOURCE", value_enum)]
+    pub(super) files_from: Option<FilesFromArg>,
     /// Folders (`:`-separated) where the allowed programs are looked up, in order.
     #[arg(long, value_name = "PATH")]
     pub(super) programs_path: Option<OsString>,

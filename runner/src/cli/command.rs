@@ -238,7 +238,12 @@ pub(super) mod tests {
     #[test]
     fn a_missing_flag_says_what_it_is_for() {
         let err = parse(&["serve", "--", "/usr/bin/env"]).unwrap_err();
-        assert_eq!(err, "--files is required: the folder the calls work in");
+        assert!(
+            err.starts_with(
+                "--files is required: the folder the calls work in (or --files-from roots"
+            ),
+            "{err}"
+        );
         let err = parse(&["serve"]).unwrap_err();
         assert!(err.starts_with("a sandbox is required after `--`"), "{err}");
     }

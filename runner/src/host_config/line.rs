@@ -79,7 +79,7 @@ impl ServeLine {
         let bind = self
             .argv
             .windows(2)
-            .rposition(|pair| pair[0] == "--bind" && pair[1] == files)
+            .rposition(|pair| pair[0] == "--bind" && (pair[1] == files || pair[1] == FILES))
             .ok_or("the recommended line does not bind the files folder")?;
         self.argv
             .splice(bind..bind, part.words.iter().map(OsString::from));
@@ -173,6 +173,11 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
     // A lone `--`, or `--` alone after the sandbox's own: no sandbox given.
     let given = sandbox.filter(|words| words.iter().any(|w| w != "--"));
     let recommended = given.is_none();
+    // With --files-from roots the line keeps the word {files}, which serve fills in with each
+    // session's project folder.
+    if files.is_none() && argv.iter().any(|w| w == "--files-from") {
+        files = Some(OsString::from(FILES));
+    }
     let sandbox = match given {
         Some(words) => words,
         None => {

@@ -75,11 +75,15 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
              it either"
                 .to_owned(),
         );
-    } else {
-        let (found, _) = crate::check::before_serving(&config, false)
+    }
+    // With --files-from roots, a folder stands for the projects (`crate::project::stand_in`).
+    let stand_in = crate::project::stand_in(&config)?;
+    if !skipped {
+        let (found, _) = crate::check::before_serving(&stand_in.config, false)
             .map_err(|refusal| format!("serve would refuse to start: {refusal}"))?;
         warnings.extend(found);
     }
+    let config = &stand_in.config;
     let command = std::env::current_exe()
         .map_err(|err| {
             format!(
@@ -97,10 +101,30 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
         timeout: config.timeout,
         home: home.clone(),
     };
-    let plan = hosts::plan(request.host, request.scope, &entry)?;
+    let mut plan = hosts::plan(request.host, request.scope, &entry)?;
+    let roots = stand_in.note.is_some();
+    if let Some(made) = stand_in.made()
+        && plan.files.iter().any(|f| f.path.starts_with(made))
+    {
+        return Err(format!(
+            "with --files-from roots, a project-scope entry goes into the project this runs in, \
+             and {} may not be a project's folder: run it in the project's folder, or give \
+             --scope user (one entry for every project)",
+            std::env::current_dir().unwrap_or_default().display()
+        ));
+    }
+    if roots {
+        plan.next.push_str(
+            " (with --files-from roots, each session works in the folder the host was started \
+             in: start it in any project's folder)",
+        );
+    }
     let mut err = String::new();
     for warning in &warnings {
         err.push_str(&format!("warning: {warning}\n"));
+    }
+    if let Some(note) = &stand_in.note {
+        err.push_str(&format!("{note}\n"));
     }
     // A host's file in the files folder can be changed by the agent's programs, and the host
     // starts whatever it then says.
@@ -117,10 +141,13 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
         ));
     }
     if let Some(part) = &made.machine {
-        err.push_str(
+        err.push_str(if roots {
+            "The sandbox is the recommended bubblewrap line, with {files} bound (serve fills in \
+             each session's project folder), and for this machine:\n"
+        } else {
             "The sandbox is the recommended bubblewrap line, with --files bound, and for this \
-             machine:\n",
-        );
+             machine:\n"
+        });
         for note in &part.notes {
             err.push_str(&format!("  {note}\n"));
         }

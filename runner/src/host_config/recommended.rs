@@ -98,6 +98,14 @@ pub fn report(serve_args: &[OsString]) -> Result<std::process::ExitCode, String>
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("cannot write to stdout: {}", lnk_common::Causes(&e)))?;
+    // With --files-from roots, a folder stands for the projects.
+    let stand_in = crate::project::stand_in(&made.config)?;
+    if let Some(note) = &stand_in.note {
+        stdout
+            .write_all(format!("note: {note}\n").as_bytes())
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("cannot write to stdout: {}", lnk_common::Causes(&e)))?;
+    }
     drop(stdout);
-    Ok(crate::check::report(&made.config, made.skipped))
+    Ok(crate::check::report(&stand_in.config, made.skipped))
 }

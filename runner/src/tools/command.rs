@@ -108,6 +108,7 @@ mod tests {
     fn config(files: PathBuf) -> Config {
         Config {
             files,
+            files_from: crate::config::FilesFrom::Flag,
             programs_path: "/usr/bin:/bin".into(),
             timeout: Duration::from_secs(7),
             output: 64,

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use crate::config::{Config, FilesFrom};
 use crate::host_config::never::{NeverList, keyrings};
 use crate::host_config::toolchains::{self, Context, Guard, links::resolve};
 use settings::Shown;
@@ -57,8 +57,12 @@ pub struct Asked<'a> {
 pub fn build(config: &Config, asked: &Asked<'_>) -> Result<MachinePart, String> {
     let home = asked.home;
     let real_home = resolve(home).real;
-    let files = &config.files;
-    if real_home == *files || real_home.starts_with(files) {
+    // With --files-from roots each session's folder is the client's: serve refuses one that is
+    // the home or holds it, as it chooses it.
+    let files = (config.files_from == FilesFrom::Flag).then_some(&config.files);
+    if let Some(files) = files
+        && (real_home == *files || real_home.starts_with(files))
+    {
         return Err(format!(
             "--files {} holds your home folder ({}): the recommended line keeps the home from \
              the agent's programs but for what they need, and a files folder there would give \
@@ -87,7 +91,7 @@ pub fn build(config: &Config, asked: &Asked<'_>) -> Result<MachinePart, String> 
         programs_path,
         guard: Guard {
             home: real_home.clone(),
-            files: files.clone(),
+            files: files.cloned(),
             never: NeverList::new(&[], &[], &[]),
         },
     };
@@ -125,7 +129,7 @@ pub fn build(config: &Config, asked: &Asked<'_>) -> Result<MachinePart, String> 
     part.vars = environment::vars(&ctx, &needs, &config.vars);
     let (words, bound) = mounts::words(mounts::Parts {
         home: tmpfs,
-        files,
+        files: files.map(PathBuf::as_path),
         binds: needs.binds.iter().cloned().collect(),
         links,
         shown: shown.clone(),

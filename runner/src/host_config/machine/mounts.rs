@@ -57,8 +57,8 @@ impl Mount {
 pub struct Parts<'a> {
     /// The home, resolved, to be an empty tmpfs (`None`: no tmpfs).
     pub home: Option<&'a Path>,
-    /// The files folder, resolved.
-    pub files: &'a Path,
+    /// The files folder, resolved (`None` with `--files-from roots`).
+    pub files: Option<&'a Path>,
     /// Folders and files to bind read-only, resolved.
     pub binds: Vec<PathBuf>,
     /// Links to make again.
@@ -69,7 +69,8 @@ pub struct Parts<'a> {
 
 /// The words, in order, and the binds kept (those not shown already nor inside another).
 pub fn words(parts: Parts<'_>) -> (Vec<String>, Vec<PathBuf>) {
-    let outside = |p: &Path| !shown_by_system(p) && !p.starts_with(parts.files);
+    let outside =
+        |p: &Path| !shown_by_system(p) && !parts.files.is_some_and(|files| p.starts_with(files));
     let mut binds: Vec<PathBuf> = parts.binds.iter().filter(|b| outside(b)).cloned().collect();
     binds.sort();
     binds.dedup();

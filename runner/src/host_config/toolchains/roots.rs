@@ -34,8 +34,8 @@ pub fn shown_by_system(path: &Path) -> bool {
 pub struct Guard {
     /// The home, resolved.
     pub home: PathBuf,
-    /// The files folder, resolved.
-    pub files: PathBuf,
+    /// The files folder, resolved (`None` with `--files-from roots`: each session's own).
+    pub files: Option<PathBuf>,
     /// The never-list.
     pub never: NeverList,
 }
@@ -61,7 +61,11 @@ impl Guard {
     /// Whether `path` (resolved) is visible inside without a bind of its own: the system's
     /// folders, and the files folder.
     pub fn shown(&self, path: &Path) -> bool {
-        shown_by_system(path) || path.starts_with(&self.files)
+        shown_by_system(path)
+            || self
+                .files
+                .as_ref()
+                .is_some_and(|files| path.starts_with(files))
     }
 
     /// What to bind for the real file `real` (resolved): its install's root, its folder, or
@@ -109,7 +113,7 @@ mod tests {
         let home = PathBuf::from("/h");
         Guard {
             never: NeverList::new(&[&home], &[], &[]),
-            files: home.join("work"),
+            files: Some(home.join("work")),
             home,
         }
     }

@@ -65,7 +65,7 @@ impl Machine {
             programs_path: path.iter().map(|p| self.root.join(p)).collect(),
             guard: Guard {
                 home: self.home.clone(),
-                files: self.home.join("work"),
+                files: Some(self.home.join("work")),
                 never: NeverList::new(&[&self.home], &[], &[self.home.join(".cargo")]),
             },
         };
