@@ -68,13 +68,25 @@ fn one_user_entry_binds_each_session_s_project_folder() {
     let at = entry_args.iter().position(|a| a == "--files-from").unwrap();
     assert_eq!(entry_args[at + 1], "roots");
     assert!(!entry_args.iter().any(|a| a == "--files"), "{entry_args:?}");
-    let dash = entry_args.iter().position(|a| a == "--").unwrap();
+    // The README's line, {files} bound, with the machine's part (the home's tmpfs first).
+    let (line, machine) = lnk_tests::readme::without_machine_part(&entry_args);
+    let dash = line.iter().position(|a| a == "--").unwrap();
     let mut wanted = vec!["--".to_owned()];
     wanted.extend(recommended_sandbox(Path::new("{files}"), &[]));
     assert_eq!(
-        entry_args[dash..],
+        line[dash..],
         wanted[..],
         "the README's line, {{files}} bound"
+    );
+    assert_eq!(
+        machine.get(..2),
+        Some(
+            &[
+                "--tmpfs".to_owned(),
+                lnk_tests::sandbox::path_str(&home.path)
+            ][..]
+        ),
+        "{machine:?}"
     );
     // Started as a host started in the home starts it: the client's root is the project.
     let command = entry["command"].as_str().unwrap().to_owned();
