@@ -8,10 +8,13 @@
 
 mod args;
 mod detached;
+mod grep;
+mod lines;
 mod list;
 mod orphans;
 mod output;
 mod read;
+mod read_wait;
 mod schema;
 mod start;
 mod stdin;
