@@ -39,6 +39,10 @@ mod pages;
 /// supervisors than a user has inotify instances.
 #[path = "background/scale.rs"]
 mod scale;
+/// `stop` with a signal: each reaches a program that traps it, through the sandbox; KILL; and
+/// Ctrl-\ and Ctrl-Z on a terminal, CONT after it.
+#[path = "background/signals.rs"]
+mod signals;
 /// A run's stdin (issue 18): `input`, interactive runs driven with `write`, the refusals, and
 /// who can reach a run's stdin channel.
 #[path = "background/stdin.rs"]
@@ -56,3 +60,11 @@ mod waiting;
 /// How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the proven supervisor.
 #[path = "background/wake.rs"]
 mod wake;
+/// `watch` as a task: its line, a regular expression, the run's end, its timeout, cancelled,
+/// ten at once, 10 MB asleep and through rotations, outliving its serve.
+#[path = "background/watch.rs"]
+mod watch;
+/// `watch` without tasks (a call that waits), its description, its refusals, and watch ids
+/// among task ids.
+#[path = "background/watch_calls.rs"]
+mod watch_calls;

@@ -259,10 +259,7 @@ mod tests {
         );
         // Past the limit: each end within its half, shown.
         let r = kept(8, &[b"\x1b\x1bxyz", &[b'.'; 100], b"\x1b\x1b\x1b\x1b"]);
-        assert_eq!(
-            (r.head.as_str(), r.tail.as_str()),
-            ("\\e\\e", "\\e\\e")
-        );
+        assert_eq!((r.head.as_str(), r.tail.as_str()), ("\\e\\e", "\\e\\e"));
         assert_eq!(r.left_out, 109 - 4);
     }
 

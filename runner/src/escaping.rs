@@ -85,6 +85,7 @@ fn push(out: &mut String, c: char, next: Option<char>, lines: Lines) {
     }
 }
 
+/// `text` as shown: unchanged (borrowed) when nothing in it is escaped.
 fn shown(text: &str, lines: Lines) -> Cow<'_, str> {
     let mut chars = text.chars().peekable();
     let mut at = 0;
@@ -103,21 +104,10 @@ fn shown(text: &str, lines: Lines) -> Cow<'_, str> {
     Cow::Borrowed(text)
 }
 
-/// `text` as shown to the host, newlines and tabs kept (the module says what is escaped).
-pub fn text(text: &str) -> Cow<'_, str> {
-    shown(text, Lines::Kept)
-}
-
-/// `text` as one line: as [`text`], with newlines and tabs escaped too (a status, a quoted
-/// argument).
+/// `text` as one line, every character the module names escaped, newlines and tabs too (a
+/// status, a quoted argument).
 pub fn one_line(text: &str) -> String {
     shown(text, Lines::Escaped).into_owned()
-}
-
-/// The program's bytes as shown, whole: not UTF-8 shown as U+FFFD, the rest as [`text`].
-pub fn bytes(bytes: &[u8]) -> String {
-    let (shown, _) = front(bytes, usize::MAX, false);
-    shown
 }
 
 /// One shown character: how many of the program's bytes it is, and how it is written.
@@ -157,7 +147,8 @@ pub fn front(bytes: &[u8], budget: usize, at_least_one: bool) -> (String, usize)
     let mut used = 0;
     for unit in units(bytes) {
         let fits = out.len().saturating_add(unit.shown.len()) <= budget;
-        if !fits && !(at_least_one && used == 0) {
+        let first_anyway = at_least_one && used == 0;
+        if !(fits || first_anyway) {
             break;
         }
         out.push_str(&unit.shown);
@@ -187,7 +178,8 @@ pub fn back(bytes: &[u8], budget: usize, at_least_one: bool) -> (String, usize) 
     let mut first = units.len();
     for (i, unit) in units.iter().enumerate().rev() {
         let fits = size.saturating_add(unit.shown.len()) <= budget;
-        if !fits && !(at_least_one && first == units.len()) {
+        let last_anyway = at_least_one && first == units.len();
+        if !(fits || last_anyway) {
             break;
         }
         size += unit.shown.len();

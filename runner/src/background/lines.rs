@@ -158,7 +158,10 @@ mod tests {
     fn lines(from: u64, bytes: &[u8], last: bool) -> (Vec<(u64, String)>, usize) {
         let mut seen = Vec::new();
         let scanned = for_each_line(from, bytes, last, |line| {
-            seen.push((line.offset, String::from_utf8_lossy(line.bytes).into_owned()));
+            seen.push((
+                line.offset,
+                String::from_utf8_lossy(line.bytes).into_owned(),
+            ));
             ControlFlow::Continue(())
         });
         (seen, scanned.used)
@@ -192,15 +195,21 @@ mod tests {
                 ControlFlow::Continue(())
             }
         });
-        assert_eq!(scanned, Scanned { used: 8, stopped: true });
+        assert_eq!(
+            scanned,
+            Scanned {
+                used: 8,
+                stopped: true
+            }
+        );
     }
 
     #[test]
     fn patterns_are_plain_text_or_linear_regular_expressions() {
         let plain = Matcher::new("a.b", false, "until").unwrap_or_else(|e| panic!("{e}"));
         assert!(plain.is_match(b"x a.b y") && !plain.is_match(b"axb"));
-        let regex = Matcher::new("^listening on :[0-9]+$", true, "until")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let regex =
+            Matcher::new("^listening on :[0-9]+$", true, "until").unwrap_or_else(|e| panic!("{e}"));
         assert!(regex.is_match(b"listening on :8080"));
         assert!(!regex.is_match(b"not listening on :8080"));
         // Bytes that are not UTF-8 are matched around.

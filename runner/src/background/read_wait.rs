@@ -38,7 +38,10 @@ pub struct Waited {
 
 impl Wait {
     /// `wait_ms` and `until`; `None` without `wait_ms`.
-    pub fn parse(arguments: &Map<String, Value>, timeout: Duration) -> Result<Option<Wait>, Answer> {
+    pub fn parse(
+        arguments: &Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Option<Wait>, Answer> {
         let ms = count(arguments, "wait_ms")?;
         let until = match arguments.get("until") {
             None | Some(Value::Null) => None,
@@ -218,4 +221,3 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     }
     haystack.windows(needle.len()).position(|w| w == needle)
 }
-

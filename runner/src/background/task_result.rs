@@ -260,7 +260,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// A duration as a person reads it: `850 ms`, `4.2 s`, `3m 12s`, `2h 5m`.
-fn took(elapsed: Duration) -> String {
+pub fn took(elapsed: Duration) -> String {
     let ms = elapsed.as_millis();
     if ms < 1000 {
         format!("{ms} ms")

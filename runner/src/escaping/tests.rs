@@ -1,5 +1,13 @@
 use super::*;
 
+fn text(text: &str) -> Cow<'_, str> {
+    shown(text, Lines::Kept)
+}
+
+fn bytes(bytes: &[u8]) -> String {
+    front(bytes, usize::MAX, false).0
+}
+
 #[test]
 fn controls_escapes_and_bidi_are_shown_escaped() {
     let cases = [
@@ -8,13 +16,17 @@ fn controls_escapes_and_bidi_are_shown_escaped() {
         ("\u{1b}]8;;http://x\u{1b}\\text", "\\e]8;;http://x\\e\\text"),
         ("\u{1b}[2J\u{1b}[6n", "\\e[2J\\e[6n"),
         ("\u{9b}31m\u{9d}0;t", "\\u{9b}31m\\u{9d}0;t"),
-        ("a\u{202e}b\u{2066}c\u{2069}", "a\\u{202e}b\\u{2066}c\\u{2069}"),
+        (
+            "a\u{202e}b\u{2066}c\u{2069}",
+            "a\\u{202e}b\\u{2066}c\\u{2069}",
+        ),
         ("bs\u{8}del\u{7f}nul\u{0}", "bs\\x08del\\x7fnul\\0"),
         ("tag\u{e0041}zw\u{200b}", "tag\\u{e0041}zw\\u{200b}"),
     ];
     for (raw, shown) in cases {
         assert_eq!(text(raw), shown, "{raw:?}");
         assert_eq!(bytes(raw.as_bytes()), shown, "{raw:?}");
+        assert_eq!(front(raw.as_bytes(), usize::MAX, false).1, raw.len());
     }
 }
 
@@ -47,7 +59,10 @@ fn the_budget_counts_what_is_shown() {
     // A reader always moves on.
     assert_eq!(front("€".as_bytes(), 1, true), ("€".to_owned(), 3));
     assert_eq!(front("€".as_bytes(), 1, false), (String::new(), 0));
-    assert_eq!(back("\u{202e}".as_bytes(), 1, true), ("\\u{202e}".to_owned(), 0));
+    assert_eq!(
+        back("\u{202e}".as_bytes(), 1, true),
+        ("\\u{202e}".to_owned(), 0)
+    );
 }
 
 #[test]
