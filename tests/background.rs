@@ -26,6 +26,13 @@ mod contained;
 /// runs nothing; and the lock is never inherited by the run.
 #[path = "background/crashes.rs"]
 mod crashes;
+/// `read` with `grep`: lines among 100,000, within `limit`, counted; refusals.
+#[path = "background/grep.rs"]
+mod grep;
+/// Output made harmless for the host: escape sequences, C0/C1 controls and bidirectional
+/// overrides arrive escaped in every tool's answer; `read` with `raw` gives the bytes.
+#[path = "background/harmless.rs"]
+mod harmless;
 /// A hostile files folder: `background` and the output file made links or FIFOs.
 #[path = "background/hostile.rs"]
 mod hostile;

@@ -19,6 +19,7 @@ both_sandboxes!(
     a_watch_is_described_for_the_model,
     bad_watches_are_refused,
     watch_ids_share_tasks_get_with_run_ids,
+    a_runs_watches_go_with_it,
 );
 
 /// The tool named `name` as `tools/list` shows it.
@@ -220,4 +221,30 @@ fn watch_ids_share_tasks_get_with_run_ids(sandbox: Sandbox) {
             .exists()
     );
     assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
+}
+
+fn a_runs_watches_go_with_it(sandbox: Sandbox) {
+    // (A sweep removes a run's watches with the run: `lnk_common::run_files`' own test.)
+    let bg = Bg::new(sandbox);
+    let mut serve = modern(&bg, &Flags::default());
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "sleep 30"]}),
+    );
+    watch_task(&mut serve, json!({"id": id, "until": "x"}));
+    assert!(bg.state.join("watches").join(&id).is_dir());
+    drop(serve);
+    // `remove --state` removes a state folder that keeps watches, whole.
+    let removed = std::process::Command::new(lnk_tests::bins::link_supervise())
+        .args(["remove", "--state"])
+        .arg(&bg.state)
+        .status()
+        .expect("remove --state");
+    let left = || {
+        std::fs::read_dir(&bg.state)
+            .map(|names| names.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert!(removed.success(), "left: {:?}", left());
+    assert!(!bg.state.exists(), "the state folder is gone");
 }
