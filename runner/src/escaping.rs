@@ -110,54 +110,71 @@ pub fn one_line(text: &str) -> String {
     shown(text, Lines::Escaped).into_owned()
 }
 
-/// One shown character: how many of the program's bytes it is, and how it is written.
-struct Unit {
-    raw: usize,
-    shown: String,
+/// The characters of `bytes`, each with how many of its bytes it is: what is not UTF-8 as
+/// U+FFFD, one for each sequence `String::from_utf8_lossy` would replace.
+fn chars(bytes: &[u8]) -> impl Iterator<Item = (usize, char)> + '_ {
+    bytes.utf8_chunks().flat_map(|chunk| {
+        let invalid = chunk.invalid();
+        let replaced =
+            (!invalid.is_empty()).then_some((invalid.len(), char::REPLACEMENT_CHARACTER));
+        chunk
+            .valid()
+            .chars()
+            .map(|c| (c.len_utf8(), c))
+            .chain(replaced)
+    })
 }
 
-/// `bytes` as shown characters, in order.
-fn units(bytes: &[u8]) -> Vec<Unit> {
-    let mut chars: Vec<(usize, char)> = Vec::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        chars.extend(chunk.valid().chars().map(|c| (c.len_utf8(), c)));
-        if !chunk.invalid().is_empty() {
-            chars.push((chunk.invalid().len(), char::REPLACEMENT_CHARACTER));
+/// How many bytes `c` (followed by `next`) takes once shown.
+fn shown_len(c: char, next: Option<char>) -> usize {
+    if !escapes(c, next, Lines::Kept) {
+        return c.len_utf8();
+    }
+    match c {
+        '\u{1b}' | '\r' | '\n' | '\t' | '\0' => 2,
+        c if c.is_ascii() => 4,
+        // `\u{` + its hex digits + `}`.
+        c => 4 + (u32::BITS - u32::from(c).leading_zeros()).div_ceil(4) as usize,
+    }
+}
+
+/// Whether `bytes` are shown as they are: UTF-8 with nothing to escape.
+fn as_they_are(bytes: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if escapes(c, chars.peek().copied(), Lines::Kept) {
+            return None;
         }
     }
-    let mut units = Vec::with_capacity(chars.len());
-    for (i, &(raw, c)) in chars.iter().enumerate() {
-        let mut shown = String::new();
-        push(
-            &mut shown,
-            c,
-            chars.get(i + 1).map(|(_, c)| *c),
-            Lines::Kept,
-        );
-        units.push(Unit { raw, shown });
-    }
-    units
+    Some(text)
 }
 
 /// The first characters of `bytes` as shown, as many as fit in `budget` bytes of shown text
 /// (with `at_least_one`, the first one even when it does not fit, so that a reader moves on):
 /// the text, and how many of the program's bytes it shows.
 pub fn front(bytes: &[u8], budget: usize, at_least_one: bool) -> (String, usize) {
-    let mut out = String::new();
+    if bytes.len() <= budget
+        && let Some(text) = as_they_are(bytes)
+    {
+        return (text.to_owned(), bytes.len());
+    }
+    let mut out = String::with_capacity(bytes.len().min(budget));
     let mut used = 0;
-    for unit in units(bytes) {
-        let fits = out.len().saturating_add(unit.shown.len()) <= budget;
+    let mut chars = chars(bytes).peekable();
+    while let Some((raw, c)) = chars.next() {
+        let next = chars.peek().map(|(_, c)| *c);
+        let fits = out.len().saturating_add(shown_len(c, next)) <= budget;
         let first_anyway = at_least_one && used == 0;
         if !(fits || first_anyway) {
             break;
         }
-        out.push_str(&unit.shown);
-        used += unit.raw;
+        push(&mut out, c, next, Lines::Kept);
+        used += raw;
     }
     // A carriage return kept because a newline follows it, which was left out: alone at the
-    // end it could send the cursor back over what is printed after, so it is escaped too.
-    // (Its newline did not fit, so neither would `\\r`: it is left for what comes after, unless
-    // it is all there is.)
+    // end it could send the cursor back over what is printed after. Its newline did not fit,
+    // so neither would `\\r`: it is left for what comes after, unless it is all there is.
     if used < bytes.len() && out.ends_with('\r') {
         out.pop();
         if used == 1 {
@@ -173,22 +190,34 @@ pub fn front(bytes: &[u8], budget: usize, at_least_one: bool) -> (String, usize)
 /// (with `at_least_one`, the last one even when it does not fit): the text, and how many of the
 /// program's bytes at the front of `bytes` it leaves out.
 pub fn back(bytes: &[u8], budget: usize, at_least_one: bool) -> (String, usize) {
-    let units = units(bytes);
+    if bytes.len() <= budget
+        && let Some(text) = as_they_are(bytes)
+    {
+        return (text.to_owned(), 0);
+    }
+    // Each character's bytes and shown size, to count from the end.
+    let mut sizes: Vec<(usize, usize)> = Vec::with_capacity(bytes.len());
+    let mut all = chars(bytes).peekable();
+    while let Some((raw, c)) = all.next() {
+        sizes.push((raw, shown_len(c, all.peek().map(|(_, c)| *c))));
+    }
     let mut size = 0usize;
-    let mut first = units.len();
-    for (i, unit) in units.iter().enumerate().rev() {
-        let fits = size.saturating_add(unit.shown.len()) <= budget;
-        let last_anyway = at_least_one && first == units.len();
+    let mut first = sizes.len();
+    for (i, &(_, shown)) in sizes.iter().enumerate().rev() {
+        let fits = size.saturating_add(shown) <= budget;
+        let last_anyway = at_least_one && first == sizes.len();
         if !(fits || last_anyway) {
             break;
         }
-        size += unit.shown.len();
+        size += shown;
         first = i;
     }
-    let skipped = units[..first].iter().map(|u| u.raw).sum();
+    let skipped: usize = sizes[..first].iter().map(|(raw, _)| raw).sum();
+    // The characters from a character's start are those of the whole from there on.
     let mut out = String::with_capacity(size);
-    for unit in &units[first..] {
-        out.push_str(&unit.shown);
+    let mut rest = chars(&bytes[skipped..]).peekable();
+    while let Some((_, c)) = rest.next() {
+        push(&mut out, c, rest.peek().map(|(_, c)| *c), Lines::Kept);
     }
     (out, skipped)
 }

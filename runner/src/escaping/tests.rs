@@ -72,3 +72,29 @@ fn a_kept_carriage_return_left_alone_at_a_cut_is_left_for_later() {
     assert_eq!(front(raw, 6, false), ("line\r\n".to_owned(), 6));
     assert_eq!(front(b"\r\n", 0, true), ("\\r".to_owned(), 1));
 }
+
+#[test]
+fn a_characters_shown_size_is_what_is_written() {
+    for c in [
+        'a', 'é', '€', '🙂', '\u{1b}', '\r', '\n', '\t', '\0', '\u{7}', '\u{7f}', '\u{9b}',
+    ]
+    .into_iter()
+    .chain([
+        '\u{202e}',
+        '\u{2066}',
+        '\u{feff}',
+        '\u{e0041}',
+        '\u{e0100}',
+        '\u{61c}',
+    ]) {
+        for next in [None, Some('\n'), Some('x')] {
+            let mut out = String::new();
+            push(&mut out, c, next, Lines::Kept);
+            assert_eq!(
+                shown_len(c, next),
+                out.len(),
+                "{c:?} before {next:?}: {out}"
+            );
+        }
+    }
+}
