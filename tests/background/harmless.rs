@@ -107,6 +107,25 @@ fn every_tool_shows_output_escaped(sandbox: Sandbox) {
         value["text"].as_str().unwrap_or(""),
     );
     assert_eq!(value["next_offset"], PAYLOAD.len() + 1, "{value}");
+    // Read a few bytes of text at a time: each read's escapes stay whole within its limit,
+    // and `next_offset` goes on exactly where the text stopped.
+    let whole = value["text"].as_str().unwrap_or("").to_owned();
+    let (mut pieces, mut offset) = (String::new(), 0u64);
+    while offset < PAYLOAD.len() as u64 + 1 {
+        let piece = read(&mut serve, json!({"id": id, "offset": offset, "limit": 7}));
+        let piece = structured(&piece).clone();
+        let text = piece["text"].as_str().unwrap_or("");
+        // Within the limit, unless one escape alone is longer (it is shown whole).
+        assert!(
+            text.len() <= 7 || (text.starts_with("\\u{") && text.ends_with('}') && text.len() <= 9),
+            "{piece}"
+        );
+        let next = piece["next_offset"].as_u64().expect("next_offset");
+        assert!(next > offset, "{piece}");
+        pieces.push_str(text);
+        offset = next;
+    }
+    assert_eq!(pieces, whole);
     // The bytes themselves, for an agent that needs them.
     let raw = read(&mut serve, json!({"id": id, "offset": 0, "raw": true}));
     assert!(!is_error(&raw), "{raw}");
