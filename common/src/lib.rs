@@ -24,6 +24,7 @@
 //! | `<id>.in` | an interactive run's stdin channel: a Unix socket (0600) on which its supervisor answers `write` ([`stdin`]); removed when the run ends, by its supervisor or by the sweep that records it lost |
 //! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
+//! | `watches/<id>/<tag>.json`, `<tag>.done` | run `<id>`'s watches, each an MCP task of its own (`<id>-<tag>`): what it waits for, and how it ended ([`watch`]); removed with the run |
 //! | `index/…` | the index: names (hard links of the run's lock) that say which runs may run, when each started, when each is due, which are untold ([`index`]) |
 //! | `projects/<name>/` | a project's own state folder, laid out as this one: the runs of a `serve --files-from roots`, whose files folder is the client's ([`projects`]). A sweep, `stop --state` and `remove --state` of the folder cover each |
 //! | `tmp/.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes. (Folders made before `tmp/` may hold `.tmp-<random>` at the top; a sweep of such a folder removes them too) |
@@ -201,6 +202,7 @@ pub mod time;
 mod trust;
 pub mod unknown;
 pub mod vars;
+pub mod watch;
 pub mod write;
 
 pub use causes::Causes;

@@ -27,6 +27,7 @@ mod cli;
 mod config;
 mod context;
 mod dispatch;
+mod escaping;
 mod exit_code;
 mod host_config;
 mod input;

@@ -95,8 +95,6 @@ impl<'a> Reaping<'a> {
             self.read_exec_pipe();
             if arrived.stop {
                 self.stop();
-            } else if arrived.interrupt && self.phase == ReapPhase::Running {
-                self.interrupt();
             }
             // The leader's end first: its children are reparented here before it becomes a
             // zombie, so a list read after it is seen dead holds them.
@@ -195,7 +193,7 @@ impl<'a> Reaping<'a> {
         })
     }
 
-    /// SIGTERM to every descendant not sent one yet, but the sandbox's own processes (those
+    /// SIGTERM (and SIGCONT) to every descendant not sent one yet, but the sandbox's own processes (those
     /// still running the sandbox program): a sandbox that dies of SIGTERM ends what runs
     /// inside it at once (bubblewrap does, and its `--die-with-parent` and PID namespace then
     /// SIGKILL the rest), so the programs would get no chance to clean up. They get SIGTERM;
@@ -210,23 +208,10 @@ impl<'a> Reaping<'a> {
                 continue;
             }
             descendant.signal(Signal::TERM);
+            // A program stopped (Ctrl-Z on its terminal, SIGSTOP) would hold the SIGTERM
+            // pending until SIGKILL: it is woken to act on it, as `kill -TERM` then `-CONT`.
+            descendant.signal(Signal::CONT);
             self.termed.push(descendant.pid);
-        }
-    }
-
-    /// Ctrl-C on the run's terminal, sent on by its supervisor ([`super::signals::INTERRUPT`]):
-    /// SIGINT to every descendant but the sandbox's own processes, as [`Self::term_new`]
-    /// chooses them. The terminal itself would send it to the foreground group only, which
-    /// under a sandbox that starts its program in a session of its own (bubblewrap's
-    /// `--new-session`) is the sandbox, not the program: the sandbox would die of it and
-    /// take the program with it.
-    fn interrupt(&self) {
-        for descendant in children::descendants() {
-            let exe = descendant.exe();
-            if exe.is_some() && exe == *self.sandbox_exe() {
-                continue;
-            }
-            descendant.signal(Signal::INT);
         }
     }
 
