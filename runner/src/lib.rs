@@ -15,6 +15,7 @@
 mod answer;
 mod answered;
 mod background;
+mod caches;
 mod call;
 mod call_pipes;
 mod call_threads;
@@ -29,6 +30,7 @@ mod exit_code;
 mod host_config;
 mod input;
 mod lines;
+mod never_list;
 mod program;
 mod progress;
 mod protocol;
@@ -140,7 +142,10 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
         let warning = "--no-sandbox-check: the sandbox was not checked; nothing proves that it \
                        keeps the agent's programs from the agent's key, the state folder or \
                        serve's environment";
-        (vec![warning.to_owned()], warmth)
+        let mut warnings = vec![warning.to_owned()];
+        // The check says it otherwise (one of its findings).
+        warnings.extend(config.caches.warning());
+        (warnings, warmth)
     };
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;

@@ -358,6 +358,7 @@ mod tests {
             vars: Vec::new(),
             background: None,
             sandbox: vec!["/usr/bin/bwrap".into()],
+            caches: Default::default(),
         }
     }
 

@@ -64,6 +64,7 @@ impl ServeArgs {
             }
         }
         let background = self.check_background(&files)?;
+        let caches = super::caches::check(&self.caches, &files, background.as_ref())?;
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
@@ -74,6 +75,7 @@ impl ServeArgs {
             vars: self.vars,
             background,
             sandbox,
+            caches: crate::caches::Caches::new(caches),
         })
     }
 }

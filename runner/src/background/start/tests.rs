@@ -25,6 +25,7 @@ fn config(files: PathBuf) -> Config {
         vars: Vec::new(),
         background: None,
         sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+        caches: Default::default(),
     }
 }
 
