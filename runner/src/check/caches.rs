@@ -158,3 +158,6 @@ fn fix(cache: &CacheProbe, config: &Config) -> String {
          (each sandbox then writes to a layer of its own), or bind it read-only (--ro-bind)"
     )
 }
+
+#[cfg(test)]
+mod tests;
