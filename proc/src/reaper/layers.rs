@@ -29,7 +29,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -395,11 +395,6 @@ pub(super) fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<bool> {
         }
     }
     Ok(true)
-}
-
-/// Whether `path` is one of `folders` or inside one (a path the layers cover).
-pub fn covers(folders: &[PathBuf], path: &Path) -> bool {
-    folders.iter().any(|folder| path.starts_with(folder))
 }
 
 #[cfg(test)]

@@ -188,9 +188,10 @@ fn run_set_up(
         Err(problem) => return failed(io::Error::other(problem)),
     };
     let sandbox = match (handed, hold_exec.as_ref(), layers.as_ref()) {
-        (Handed::Warm(pid), _, _) => Ok(Sandbox {
+        (Handed::Warm(pid, layer_ns), _, _) => Ok(Sandbox {
             pid,
             exec_pipe: None,
+            layer_ns,
         }),
         (Handed::Failed(err), _, _) => return failed(err),
         (Handed::NotRun(event), _, _) => {

@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::Pid;
 
@@ -48,6 +49,10 @@ pub(super) struct Sandbox {
     pub(super) pid: Pid,
     /// Close-on-exec: reads the errno of a failed exec, or the end at a successful one.
     pub(super) exec_pipe: Option<OwnedFd>,
+    /// The mount namespace of its cache layers, held open so that its end (the layers'
+    /// unmounting) comes when this process drops it, after it reported `done`, rather than in
+    /// the sandbox process's exit, which the call's answer waits for.
+    pub(super) layer_ns: Option<OwnedFd>,
 }
 
 /// Why the sandbox did not start.
@@ -95,6 +100,7 @@ pub(super) fn spawn_sandbox(program: &(CString, Vec<CString>)) -> Result<Sandbox
     Ok(Sandbox {
         pid,
         exec_pipe: None,
+        layer_ns: None,
     })
 }
 
@@ -181,14 +187,16 @@ pub(super) fn fork_sandbox(
                 return Ok(Sandbox {
                     pid,
                     exec_pipe: Some(read),
+                    layer_ns: None,
                 });
             }
             let mut said = [0u8; EXEC_PIPE_BYTES];
             match super::layers::read_full(&read, &mut said) {
-                // The pipe's end: the exec happened.
+                // The pipe's end: the exec happened, in the layers' namespaces if any.
                 Ok(false) => Ok(Sandbox {
                     pid,
                     exec_pipe: None,
+                    layer_ns: before.layers.and_then(|_| layer_namespace(pid)),
                 }),
                 Ok(true) => {
                     let _ = nix::sys::wait::waitpid(child, None);
@@ -202,6 +210,18 @@ pub(super) fn fork_sandbox(
             }
         }
     }
+}
+
+/// The mount namespace of the process `pid`, open (`None` when it has ended already: its
+/// namespace went with it).
+pub(super) fn layer_namespace(pid: Pid) -> Option<OwnedFd> {
+    let path = format!("/proc/{}/ns/mnt", pid.as_raw_nonzero());
+    rustix::fs::open(
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
 }
 
 /// Why the forked child did not `exec`.

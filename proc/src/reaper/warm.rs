@@ -87,13 +87,16 @@ struct Waiting {
     pid: Pid,
     channel: OwnedFd,
     ready: bool,
+    /// The mount namespace of its cache layers, held open ([`super::sandbox_start::Sandbox`]).
+    layer_ns: Option<OwnedFd>,
 }
 
 /// How a call was handed.
 #[derive(Debug)]
 pub enum Handed {
-    /// The stub `exec`ed the program: the sandbox, this pid, runs the call.
-    Warm(Pid),
+    /// The stub `exec`ed the program: the sandbox, this pid, runs the call (with the mount
+    /// namespace of its cache layers, held open, if it has them).
+    Warm(Pid, Option<OwnedFd>),
     /// The warm sandbox is gone (or never was): start the call cold.
     Cold,
     /// The warm sandbox could not run the call, and the call asked for it alone
@@ -232,7 +235,7 @@ impl Warm {
             return cold(self, "the stub is not ready");
         };
         let not_taken = match waiting.hand(&spec, signals.fd()) {
-            Ok(()) => return Handed::Warm(waiting.pid),
+            Ok(()) => return Handed::Warm(waiting.pid, waiting.layer_ns),
             Err(not_taken) => not_taken,
         };
         self.sandbox = Some(waiting);
@@ -413,7 +416,7 @@ fn spawn(prefix: &[OsString], layers: Option<&Layers>) -> io::Result<Waiting> {
         (theirs.as_raw_fd(), STUB_CHANNEL_FD),
     ];
 
-    let pid = if let Some(layers) = layers {
+    let (pid, layer_ns) = if let Some(layers) = layers {
         let program = (path, argv);
         let before = BeforeExec {
             hold: None,
@@ -421,7 +424,7 @@ fn spawn(prefix: &[OsString], layers: Option<&Layers>) -> io::Result<Waiting> {
             dups: &dups,
         };
         match fork_sandbox(&program, before) {
-            Ok(sandbox) => sandbox.pid,
+            Ok(sandbox) => (sandbox.pid, sandbox.layer_ns),
             Err(Spawn::Exec(errno)) => return Err(io::Error::from_raw_os_error(errno)),
             Err(Spawn::Layer(failure)) => return Err(io::Error::other(layers.describe(&failure))),
             Err(Spawn::Setup(err)) => return Err(err),
@@ -443,13 +446,15 @@ fn spawn(prefix: &[OsString], layers: Option<&Layers>) -> io::Result<Waiting> {
             actions.add_dup2(from, to)?;
         }
         let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
-        Pid::from_raw(child.as_raw()).ok_or_else(|| io::Error::other("no pid"))?
+        let pid = Pid::from_raw(child.as_raw()).ok_or_else(|| io::Error::other("no pid"))?;
+        (pid, None)
     };
     drop((exe, theirs));
     Ok(Waiting {
         pid,
         channel,
         ready: false,
+        layer_ns,
     })
 }
 

@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used)]
 
+use std::path::Path;
+
 use super::*;
 
 #[test]
