@@ -4,7 +4,8 @@
 //! the registry as a `--cache`. Its build script writes into the dependency's sources in the
 //! registry, a later call touches the registry and changes a downloaded `.crate`: all of it
 //! succeeds inside, the next sandbox sees none of it, and the user's registry is byte for byte
-//! as it was. Warm and cold, as root, and as `nobody` where the toolchain is readable by it.
+//! as it was. Warm and cold, as root and as `nobody` (who runs the toolchain through a tree of
+//! hard links to its files when it lies in root's home, which it cannot enter).
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -40,22 +41,32 @@ fn readable_by_others(path: &Path) -> bool {
     })
 }
 
-/// The users whose half runs: `nobody` only where it can run the toolchain.
-fn build_users() -> Vec<Option<u32>> {
-    users()
-        .into_iter()
-        .filter(|user| {
-            let can = user.is_none() || readable_by_others(&toolchain().join("bin/cargo"));
-            if !can {
-                eprintln!(
-                    "note: the toolchain {} is not readable by nobody, so the offline build \
-                     runs as root only",
-                    toolchain().display()
-                );
-            }
-            can
-        })
-        .collect()
+/// The toolchain as `user` can run it: this one, or, where it lies in a home `nobody` cannot
+/// enter (a rustup in root's), a tree of hard links to its files (readable by all, as rustup
+/// leaves them) under `root`, which `nobody` can enter. `None` when neither can be had.
+fn toolchain_for(user: Option<u32>, root: &Path) -> Option<PathBuf> {
+    let toolchain = toolchain();
+    if user.is_none() || readable_by_others(&toolchain.join("bin/cargo")) {
+        return Some(toolchain);
+    }
+    let links = root.join("toolchain");
+    let linked = Command::new("cp")
+        .arg("-al")
+        .arg(&toolchain)
+        .arg(&links)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    if !linked.status.success() || !readable_by_others(&links.join("bin/cargo")) {
+        eprintln!(
+            "note: the toolchain {} is not readable by nobody and cannot be linked where it is \
+             ({}), so the offline build runs as root only",
+            toolchain.display(),
+            String::from_utf8_lossy(&linked.stderr).trim()
+        );
+        return None;
+    }
+    Some(links)
 }
 
 fn call(serve: &mut Serve, program: &str, args: &[&str], dir: &str) -> Value {
@@ -63,9 +74,8 @@ fn call(serve: &mut Serve, program: &str, args: &[&str], dir: &str) -> Value {
 }
 
 fn offline_build() {
-    let toolchain = toolchain();
-    let bin = toolchain.join("bin");
-    for user in build_users() {
+    for user in users() {
+        let bin = toolchain().join("bin");
         let bg = Bg::new(Sandbox::Bwrap);
         let root = bg.setup.root.path().to_path_buf();
         let home = root.join("home");
@@ -93,6 +103,11 @@ fn offline_build() {
             std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
             chown_all(&root, uid);
         }
+        // After the chown: links share their files' owner, which must stay the toolchain's.
+        let Some(toolchain) = toolchain_for(user, &root) else {
+            continue;
+        };
+        let bin = toolchain.join("bin");
         let before = snapshot(&registry);
 
         let path = format!("{}:/usr/bin:/bin", path_str(&bin));
