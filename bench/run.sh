@@ -2,10 +2,11 @@
 # Builds Link Run and its benchmark (the release code, with line tables: the `profiling`
 # profile) and runs the benchmarks.
 #
-#   bench/run.sh                         all: `lnk-bench foreground`, `background`, then `check`
+#   bench/run.sh                         all: `lnk-bench foreground`, `background`, `check`, then `caches`
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
+#   bench/run.sh caches [options]        (the cache layers' cost per call: `... caches --help`)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
 #                                        their sandbox starts: --kind gate), each
 #                                        sandbox, and the trials that left a process behind
@@ -17,13 +18,13 @@ which="${1:-all}"
 case "$which" in
     all)
         if [[ $# -gt 0 ]]; then
-            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background|check [options]" >&2
+            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background|check|caches [options]" >&2
             exit 2
         fi
         ;;
-    foreground | background | check | soak) ;;
+    foreground | background | check | caches | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | caches [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -36,6 +37,8 @@ if [[ "$which" == all ]]; then
     "$bench" background
     echo
     "$bench" check
+    echo
+    "$bench" caches
 else
     exec "$bench" "$which" "$@"
 fi

@@ -17,6 +17,7 @@
 mod answer;
 mod answered;
 mod background;
+mod caches;
 mod call;
 mod call_pipes;
 mod call_threads;
@@ -32,6 +33,7 @@ mod exit_code;
 mod host_config;
 mod input;
 mod lines;
+mod never_list;
 mod program;
 mod progress;
 mod project;

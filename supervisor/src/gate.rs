@@ -74,6 +74,8 @@ impl Gate {
         let mut options = Options::new(record.launch.argv(), RUN_STOP_GRACE, LEFTOVER_GRACE);
         options.wait_open = true;
         options.run_stdin = run_stdin.is_some();
+        // The run's own cache layers, made in the sandbox's process before its exec.
+        options.caches = record.launch.caches.clone();
         options.hold_start = hold::path_for(Step::RunReaper);
         options.hold_exec = hold::path_for(Step::RunExec);
         let out_write = File::from(out_write);

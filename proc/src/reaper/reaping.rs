@@ -12,7 +12,7 @@ use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, wa
 use super::children::{self, reap_if_dead, signal_child};
 use super::options::Options;
 use super::report::{Event, Reporter};
-use super::sandbox_start::Sandbox;
+use super::sandbox_start::{EXEC_PIPE_BYTES, Sandbox, Spawn, exec_pipe_message};
 use super::signals::BlockedSignals;
 use crate::poll::poll_until;
 use lnk_common::status::Exit;
@@ -268,22 +268,27 @@ impl<'a> Reaping<'a> {
         self.exit = Some(exit);
     }
 
-    /// Reads the exec pipe: an errno means the exec failed; its end, that it happened.
+    /// Reads the exec pipe: a message means the exec failed (or the cache layers could not be
+    /// made); its end, that it happened.
     fn read_exec_pipe(&mut self) {
         let Some(pipe) = &self.sandbox.exec_pipe else {
             return;
         };
-        let mut errno = [0u8; 4];
-        match rustix::io::read(pipe, &mut errno) {
-            Ok(4) => {
+        let mut said = [0u8; EXEC_PIPE_BYTES];
+        match rustix::io::read(pipe, &mut said) {
+            Ok(EXEC_PIPE_BYTES) => {
                 self.exec_failed = true;
-                self.report
-                    .send(Event::ExecFailed(i32::from_ne_bytes(errno)));
+                let event = match exec_pipe_message(said) {
+                    Spawn::Exec(errno) => Event::ExecFailed(errno),
+                    Spawn::Layer(failure) => Event::Failed(failure.errno.raw_os_error()),
+                    Spawn::Setup(err) => Event::Failed(err.raw_os_error().unwrap_or(0)),
+                };
+                self.report.send(event);
                 self.sandbox.exec_pipe = None;
             }
             Err(Errno::AGAIN | Errno::INTR) => {}
             // The end (the exec happened, or the child died before it), or a short read that
-            // cannot happen for four bytes on a pipe.
+            // cannot happen for so few bytes on a pipe.
             _ => self.sandbox.exec_pipe = None,
         }
     }

@@ -83,6 +83,7 @@ impl ServeArgs {
             }
         }
         let background = self.check_background(&files, files_from)?;
+        let caches = super::caches::check(&self.caches, &files, background.as_ref())?;
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
@@ -94,6 +95,7 @@ impl ServeArgs {
             vars: self.vars,
             background,
             sandbox,
+            caches: crate::caches::Caches::new(caches),
         })
     }
 }
