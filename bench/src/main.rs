@@ -2,14 +2,16 @@
 //! baselines taken in the same run; `lnk-bench background` measures background runs (`start`,
 //! the supervisor's output cap, sweep, `list`, telling) against the issues' targets;
 //! `lnk-bench check` measures what the sandbox check adds to serve's start; `lnk-bench
-//! machine` measures the line `config` builds for this machine against the README's
-//! (`bench/run.sh` builds everything and runs them).
+//! machine` measures the line `config` builds for this machine against the README's;
+//! `lnk-bench caches` what the agent's cache layers add to a call (`bench/run.sh` builds
+//! everything and runs them all).
 //
 // A benchmark's whole job is to print its report on stdout.
 #![allow(clippy::print_stdout)]
 
 mod background;
 mod bins;
+mod caches;
 mod check;
 mod foreground;
 mod line;
@@ -45,6 +47,8 @@ enum Bench {
     /// The line `config` builds for this machine against the README's line: `config` itself,
     /// warm and cold calls, bubblewrap alone.
     Machine(machine::Options),
+    /// The agent's cache layers: a call warm and cold with two `--cache` folders against none.
+    Caches(caches::Options),
     /// Random-moment SIGKILLs of serve and of supervisors under each sandbox: how many left a
     /// process of the call or the run behind (target: none).
     Soak(soak::Options),
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Bench::Background(options) => background::run(options),
         Bench::Check(options) => check::run(options),
         Bench::Machine(options) => machine::run(options),
+        Bench::Caches(options) => caches::run(options),
         Bench::Soak(options) => soak::run(options),
     };
     match result {

@@ -108,6 +108,11 @@ pub struct Launch {
     /// at once, as in older records.
     #[serde(default, skip_serializing_if = "crate::stdin::Stdin::is_default")]
     pub stdin: crate::stdin::Stdin,
+    /// The cache folders the run's sandbox gets a writable layer of its own over, which its
+    /// gate makes before the sandbox starts (`--cache`, when serve could make the layers);
+    /// absent for none, as in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<PathBuf>,
 }
 
 /// The program of a run.

@@ -1,7 +1,8 @@
 //! Link Run's process machinery, which both binaries use and neither reads of the other: the
 //! reaper that contains a call or a run ([`reaper`]), what `/proc` says of the machine and its
 //! processes ([`proc_info`]), signal masks and signalfd ([`reaper::signals`]), and waking a
-//! run's supervisor to a stop request ([`wake`]).
+//! run's supervisor to a stop request ([`wake`]), and signalling a run's programs
+//! ([`run_signal`]).
 //!
 //! It is not a contract: the contract between `lnk-link-run` and `lnk-link-supervise` is
 //! `lnk-common` alone, which this crate uses and which never uses it. All of Link Run's library
@@ -12,4 +13,5 @@
 pub mod poll;
 pub mod proc_info;
 pub mod reaper;
+pub mod run_signal;
 pub mod wake;

@@ -135,6 +135,8 @@ pub enum Ended {
 pub struct CallSpec {
     /// The full argv, sandbox first.
     pub argv: Vec<std::ffi::OsString>,
+    /// The cache folders the sandbox gets a layer of its own over.
+    pub caches: Vec<std::path::PathBuf>,
     /// The working folder.
     pub cwd: crate::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
@@ -155,6 +157,7 @@ pub fn run(
     let start = Instant::now();
     let mut reaper = spawn::spawn(
         &spec.argv,
+        &spec.caches,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),

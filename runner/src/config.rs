@@ -29,6 +29,8 @@ pub struct Config {
     pub background: Option<Background>,
     /// The sandbox prefix, as given (with the words [`crate::sandbox_line`] replaces).
     pub sandbox: Vec<OsString>,
+    /// The cache folders (`--cache`), and whether their layers can be made here.
+    pub caches: crate::caches::Caches,
 }
 
 /// Where the files folder comes from.
@@ -57,7 +59,13 @@ impl Config {
 
     /// The sandbox prefix as calls run it: [`crate::sandbox_line::expand`].
     pub fn sandbox_line(&self) -> Vec<OsString> {
-        crate::sandbox_line::expand(&self.sandbox, &self.files)
+        crate::sandbox_line::expand(&self.sandbox, &self.files, &self.caches)
+    }
+
+    /// The cache folders each sandbox gets a layer of its own over (none when the layers
+    /// cannot be made here): what a reaper is told with `--cache`.
+    pub fn layers(&self) -> Vec<PathBuf> {
+        self.caches.layers()
     }
 
     /// The command line that runs `program` (a resolved path) with `args` under the sandbox,

@@ -407,6 +407,7 @@ mod tests {
             vars: Vec::new(),
             background: None,
             sandbox: vec!["/usr/bin/bwrap".into()],
+            caches: Default::default(),
         }
     }
 

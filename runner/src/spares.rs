@@ -77,6 +77,8 @@ pub struct Settings {
     pub files: PathBuf,
     /// The sandbox prefix, for warm spares; `None` for cold starts.
     pub warm: Option<Vec<OsString>>,
+    /// The cache folders a warm spare's sandbox gets a layer of its own over (its call's).
+    pub caches: Vec<PathBuf>,
 }
 
 /// The spares ready, oldest first, and the refill thread's wake-up.
@@ -294,8 +296,8 @@ impl Spares {
 }
 
 impl Spare {
-    /// Starts a spare: `lnk-link-run reap --spare [--warm <sandbox>…]`, with piped stdio, its
-    /// report pipe at fd 3 and its control socket at fd 4.
+    /// Starts a spare: `lnk-link-run reap --spare [--cache <folder>]… [--warm <sandbox>…]`,
+    /// with piped stdio, its report pipe at fd 3 and its control socket at fd 4.
     pub fn start(settings: &Settings) -> io::Result<Spare> {
         // Before the sandbox is started: a folder replaced after this is another folder.
         let files_id = match &settings.warm {
@@ -310,6 +312,9 @@ impl Spare {
         let mut command = Command::new("/proc/self/exe");
         command.arg0("lnk-link-run").arg(REAP).arg(spare::SPARE);
         if let Some(prefix) = &settings.warm {
+            for cache in &settings.caches {
+                command.arg(lnk_proc::reaper::options::CACHE).arg(cache);
+            }
             command.arg(WARM).args(prefix);
         }
         command

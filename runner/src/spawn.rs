@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
 use crate::reaper::{REAP, Reaper};
 
-/// Starts `argv` under a reaper of its own, in `cwd` (the folder `workdir`), with piped stdout and stderr, stdin
+/// Starts `argv` under a reaper of its own, with a layer of its own over each of `caches`, in
+/// `cwd` (the folder `workdir`), with piped stdout and stderr, stdin
 /// piped when `with_input` (else empty): a spare started ahead of the call when there is one
 /// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
 /// `spares` thread, which lives as long as serve; a reaper started now on the death of the
@@ -21,6 +22,7 @@ use crate::reaper::{REAP, Reaper};
 /// ([`Reaper::finish`]). Either kills the call then.
 pub fn spawn(
     argv: &[OsString],
+    caches: &[PathBuf],
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
@@ -31,6 +33,7 @@ pub fn spawn(
     let mut options = Options::new(argv.to_vec(), Duration::ZERO, LEFTOVER_GRACE);
     options.hold_start = hold::path_for(Step::CallReaper);
     options.hold_exec = hold::path_for(Step::CallExec);
+    options.caches = caches.to_vec();
     if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input) {
         return Ok(reaper);
     }

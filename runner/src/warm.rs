@@ -45,5 +45,6 @@ pub fn settings(config: &Config, warmth: Result<(), String>, checked: bool) -> S
     Settings {
         files: config.files.clone(),
         warm,
+        caches: config.layers(),
     }
 }

@@ -23,6 +23,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
+use lnk_proc::reaper::children::{Descendant, signal_programs};
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, RUN_STOP_GRACE, Reports, launch, report};
 
@@ -73,6 +74,8 @@ impl Gate {
         let mut options = Options::new(record.launch.argv(), RUN_STOP_GRACE, LEFTOVER_GRACE);
         options.wait_open = true;
         options.run_stdin = run_stdin.is_some();
+        // The run's own cache layers, made in the sandbox's process before its exec.
+        options.caches = record.launch.caches.clone();
         options.hold_start = hold::path_for(Step::RunReaper);
         options.hold_exec = hold::path_for(Step::RunExec);
         let out_write = File::from(out_write);
@@ -108,10 +111,15 @@ impl Gate {
         self.signal(Signal::CONT);
     }
 
-    /// Asks the gate to pass SIGINT on to the run's programs (Ctrl-C typed on its terminal).
-    pub fn interrupt(&self) {
-        // `lnk_proc::reaper::signals::INTERRUPT`, as rustix names it.
-        self.signal(Signal::USR1);
+    /// Sends `signal` to the run's programs, every process below the gate but the sandbox's
+    /// own, those running `sandbox_exe` (Ctrl-C, Ctrl-\ or Ctrl-Z typed on its terminal):
+    /// [`lnk_proc::reaper::children::signal_programs`]. How many were signalled.
+    pub fn signal_programs(&self, signal: Signal, sandbox_exe: Option<&std::path::Path>) -> usize {
+        // Not reaped yet, so its pid is still the gate's.
+        match self.pid().and_then(Descendant::pin) {
+            Some(gate) => signal_programs(gate, sandbox_exe, signal),
+            None => 0,
+        }
     }
 
     /// Kills the gate itself, for one that does not end when asked (what it held is then

@@ -129,6 +129,7 @@ fn remove_held(state: &StateDir, start: StartLock) -> Result<()> {
     remove_folder(&state.path().join(lnk_common::slot::SLOTS_DIR))?;
     remove_folder(&state.path().join(lnk_common::layout::TEMP_DIR))?;
     remove_tree(&state.path().join(lnk_common::index::INDEX_DIR))?;
+    lnk_common::watch::remove_all(state)?;
     remove_name(&state.sweep_log())?;
     remove_name(&state.start_lock())?;
     drop(start);

@@ -195,6 +195,7 @@ fn supervise(
     let deadline = started
         .checked_add(record.launch.limits.timeout())
         .unwrap_or(started + FAR_AWAY);
+    let sandbox_exe = lnk_proc::run_signal::sandbox_exe(record);
     let watched = Run {
         state,
         record: &mut *record,
@@ -205,6 +206,7 @@ fn supervise(
         pipe: Some(std::fs::File::from(out_read)),
         deadline,
         stdin: &mut run_stdin,
+        sandbox_exe,
     }
     .watch();
     // Nothing reads the run's stdin any more: its channel goes now, so that a `write` from

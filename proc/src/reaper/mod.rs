@@ -45,6 +45,7 @@
 pub mod children;
 pub mod hold;
 pub mod launch;
+pub mod layers;
 pub mod options;
 pub mod proven;
 mod reaping;

@@ -5,7 +5,7 @@
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
 //!                       [--null-stdin] [--run-stdin] [--hold-start PATH] [--hold-exec PATH]
 //!                       [--warm-files PATH --warm-id DEV:INO [--warm-dir REL] [--warm-only]]
-//!                       -- <sandbox> <args>...
+//!                       [--cache FOLDER]... -- <sandbox> <args>...
 //! ```
 //!
 //! A spare reaper reads the same arguments from its control socket ([`super::spare`]).
@@ -13,6 +13,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The flag that names a cache folder the sandbox gets a layer over (repeated for each).
+pub const CACHE: &str = "--cache";
 
 /// How a reaper runs its sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +43,9 @@ pub struct Options {
     /// The warm sandbox or nothing: a stub that fails is reported as the reaper's failure
     /// instead of starting the call cold (the sandbox check's warm probe).
     pub warm_only: bool,
+    /// The cache folders the sandbox gets a layer of its own over ([`super::layers`]), made
+    /// between the sandbox process's fork and its exec.
+    pub caches: Vec<PathBuf>,
     /// The sandbox and what it runs.
     pub argv: Vec<OsString>,
 }
@@ -57,6 +63,7 @@ impl Options {
             hold_exec: None,
             warm: None,
             warm_only: false,
+            caches: Vec::new(),
             argv,
         }
     }
@@ -91,6 +98,9 @@ impl Options {
         }
         if self.warm_only {
             args.push("--warm-only".into());
+        }
+        for cache in &self.caches {
+            args.extend([CACHE.into(), cache.clone().into_os_string()]);
         }
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
@@ -134,6 +144,7 @@ impl Options {
                     place.parse_arg(name, value(name)?)?;
                 }
                 Some("--warm-only") => options.warm_only = true,
+                Some(CACHE) => options.caches.push(value(CACHE)?.into()),
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
             }
         }
@@ -167,6 +178,8 @@ mod tests {
             id: (3, 7),
         });
         options.warm_only = true;
+        assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        options.caches = vec!["/home/me/.cargo/registry".into(), "/c, d:e".into()];
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
     }
 

@@ -10,34 +10,54 @@ use rustix::process::{Signal, set_parent_process_death_signal};
 
 use super::children;
 use super::hold::ChildHold;
+use super::layers::Layers;
 use super::options::Options;
 use super::reaping::Reaping;
 use super::report::{Event, Reporter};
 use super::run_stdin;
+use super::sandbox_start::BeforeExec;
 use super::sandbox_start::{Sandbox, Spawn, fork_sandbox, let_go_of_stdio, resolve, spawn_sandbox};
 use super::signals::BlockedSignals;
-use super::spare::{Call, Control, SPARE};
-use super::warm::{Handed, WARM, Warm};
+use super::spare::{self, Call, Control, SPARE};
+use super::warm::{Handed, Warm};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
 
-/// Runs a reaper from the arguments after its subcommand: `--spare` alone makes it a spare
-/// ([`super::spare`]), `--spare --warm <sandbox>…` one with a warm sandbox ([`super::warm`]).
+/// Runs a reaper from the arguments after its subcommand: `--spare` makes it a spare
+/// ([`super::spare`]), `--spare --warm <sandbox>…` one with a warm sandbox ([`super::warm`]),
+/// each with the cache folders its warm sandbox gets a layer over (`--cache <folder>`, before
+/// `--warm`).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();
-    match args.as_slice() {
-        [only] if only == SPARE => return run_spare(None),
-        [spare, warm, prefix @ ..] if spare == SPARE && warm == WARM && !prefix.is_empty() => {
-            return run_spare(Some(Warm::new(prefix.to_vec())));
-        }
-        _ => {}
+    if let Some((first, rest)) = args.split_first()
+        && first == SPARE
+    {
+        return match spare::parse_args(rest) {
+            Ok((_, None)) => run_spare(None),
+            Ok((caches, Some(prefix))) => match warm_layers(&caches) {
+                Ok(layers) => run_spare(Some(Warm::new(prefix, layers))),
+                Err(problem) => usage(&problem),
+            },
+            Err(problem) => usage(&problem),
+        };
     }
     match Options::parse(args) {
         Ok(options) => run(&options),
-        Err(problem) => {
-            let _ = writeln!(io::stderr(), "reaper: {problem}");
-            ExitCode::from(USAGE_EXIT)
-        }
+        Err(problem) => usage(&problem),
     }
+}
+
+/// A command line the reaper does not understand: one line on stderr, nothing ran.
+fn usage(problem: &str) -> ExitCode {
+    let _ = writeln!(io::stderr(), "reaper: {problem}");
+    ExitCode::from(USAGE_EXIT)
+}
+
+/// The layers of a warm spare's sandbox, if it has caches.
+fn warm_layers(caches: &[std::path::PathBuf]) -> Result<Option<Layers>, String> {
+    if caches.is_empty() {
+        return Ok(None);
+    }
+    Layers::new(caches).map(Some).map_err(|err| err.to_string())
 }
 
 /// Reports a failure to set up (nothing ran) and gives the exit code that says so.
@@ -163,25 +183,45 @@ fn run_set_up(
         None => Handed::Cold,
     };
     let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
-    let sandbox = match (handed, hold_exec.as_ref()) {
-        (Handed::Warm(pid), _) => Ok(Sandbox {
+    let layers = match warm_layers(&options.caches) {
+        Ok(layers) => layers,
+        Err(problem) => return failed(io::Error::other(problem)),
+    };
+    let sandbox = match (handed, hold_exec.as_ref(), layers.as_ref()) {
+        (Handed::Warm(pid, layer_ns), _, _) => Ok(Sandbox {
             pid,
             exec_pipe: None,
+            layer_ns,
         }),
-        (Handed::Failed(err), _) => return failed(err),
-        (Handed::NotRun(event), _) => {
+        (Handed::Failed(err), _, _) => return failed(err),
+        (Handed::NotRun(event), _, _) => {
             report.send(event);
             return ExitCode::from(FAILED_EXIT);
         }
-        // A test's hold between fork and exec needs a fork of this process's own.
-        (Handed::Cold, Some(hold)) => fork_sandbox(&program, hold),
-        (Handed::Cold, None) => spawn_sandbox(&program),
+        (Handed::Cold, None, None) => spawn_sandbox(&program),
+        // A test's hold between fork and exec, and the cache layers, need a fork of this
+        // process's own.
+        (Handed::Cold, hold, layers) => fork_sandbox(
+            &program,
+            BeforeExec {
+                hold,
+                layers,
+                dups: &[],
+            },
+        ),
     };
     let sandbox = match sandbox {
         Ok(sandbox) => sandbox,
         Err(Spawn::Exec(errno)) => {
             report.send(Event::ExecFailed(errno));
             return ExitCode::from(EXEC_FAILED_EXIT);
+        }
+        Err(Spawn::Layer(failure)) => {
+            // stderr is still the call's (or the run's output): a person reads why there.
+            if let Some(layers) = &layers {
+                let _ = writeln!(io::stderr(), "lnk-link-run: {}", layers.describe(&failure));
+            }
+            return failed(failure.errno.into());
         }
         Err(Spawn::Setup(err)) => return failed(err),
     };

@@ -28,6 +28,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
 
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
@@ -45,6 +46,30 @@ pub const SPARE: &str = "--spare";
 /// A spare's descriptor for its control socket.
 pub const CONTROL_FD: i32 = 4;
 pub use super::MAX_SPEC;
+
+/// Reads a spare's arguments after [`SPARE`]: `[--cache <folder>]... [--warm <sandbox>…]`,
+/// the cache folders its warm sandbox gets a layer over, and its warm sandbox's prefix.
+pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<Vec<OsString>>), String> {
+    let mut caches = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == super::options::CACHE {
+            let folder = words
+                .next()
+                .ok_or_else(|| format!("{} needs a value", super::options::CACHE))?;
+            caches.push(PathBuf::from(folder));
+        } else if word == super::warm::WARM {
+            let prefix: Vec<OsString> = words.cloned().collect();
+            if prefix.is_empty() {
+                return Err(format!("{} needs a sandbox", super::warm::WARM));
+            }
+            return Ok((caches, Some(prefix)));
+        } else {
+            return Err(format!("unknown argument {}", word.to_string_lossy()));
+        }
+    }
+    Ok((caches, None))
+}
 
 /// A new control socket pair: `serve`'s end and the spare's (at descriptor 5 or above, so
 /// that placing it at [`CONTROL_FD`] in the child never clobbers stdio or the report pipe).
@@ -261,6 +286,24 @@ mod tests {
         );
         options.null_stdin = true;
         options
+    }
+
+    #[test]
+    fn a_spare_reads_its_caches_then_its_warm_sandbox() {
+        let words = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(parse_args(&[]), Ok((vec![], None)));
+        assert_eq!(
+            parse_args(&words(&[
+                "--cache", "/a", "--cache", "/b", "--warm", "bwrap", "--x"
+            ])),
+            Ok((
+                vec![PathBuf::from("/a"), PathBuf::from("/b")],
+                Some(words(&["bwrap", "--x"]))
+            ))
+        );
+        assert!(parse_args(&words(&["--cache"])).is_err());
+        assert!(parse_args(&words(&["--warm"])).is_err());
+        assert!(parse_args(&words(&["--what"])).is_err());
     }
 
     #[test]

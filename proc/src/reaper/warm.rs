@@ -37,7 +37,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
@@ -52,8 +52,10 @@ pub use super::warm_wire::{
 };
 
 use super::children;
+use super::layers::Layers;
 use super::options::Options;
 use super::report::{Event, Reporter};
+use super::sandbox_start::{ABOVE, BeforeExec, Spawn, fork_sandbox};
 use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
 
@@ -67,14 +69,13 @@ pub const TRIES: u32 = 2;
 /// reaper to report its sandbox's start (a second past the call's deadline), so that a call of
 /// any timeout hears it.
 pub const HAND_OFF_LIMIT: Duration = Duration::from_millis(500);
-/// Descriptors handed to the sandbox are first put at this number or above, so that placing
-/// them at 3 and 4 never clobbers one another.
-const ABOVE: i32 = 10;
 
 /// A spare's warm sandbox, while it has one.
 #[derive(Debug)]
 pub struct Warm {
     prefix: Vec<OsString>,
+    /// The cache layers each warm sandbox gets (one per sandbox: a stub replaced gets new ones).
+    layers: Option<Layers>,
     sandbox: Option<Waiting>,
     failures: u32,
 }
@@ -86,13 +87,16 @@ struct Waiting {
     pid: Pid,
     channel: OwnedFd,
     ready: bool,
+    /// The mount namespace of its cache layers, held open ([`super::sandbox_start::Sandbox`]).
+    layer_ns: Option<OwnedFd>,
 }
 
 /// How a call was handed.
 #[derive(Debug)]
 pub enum Handed {
-    /// The stub `exec`ed the program: the sandbox, this pid, runs the call.
-    Warm(Pid),
+    /// The stub `exec`ed the program: the sandbox, this pid, runs the call (with the mount
+    /// namespace of its cache layers, held open, if it has them).
+    Warm(Pid, Option<OwnedFd>),
     /// The warm sandbox is gone (or never was): start the call cold.
     Cold,
     /// The warm sandbox could not run the call, and the call asked for it alone
@@ -128,10 +132,12 @@ impl NotTaken {
 }
 
 impl Warm {
-    /// A spare's warm side for `prefix` (the sandbox and its options, without `--`).
-    pub fn new(prefix: Vec<OsString>) -> Self {
+    /// A spare's warm side for `prefix` (the sandbox and its options, without `--`), its
+    /// sandboxes started with `layers` over the cache folders, if any.
+    pub fn new(prefix: Vec<OsString>, layers: Option<Layers>) -> Self {
         Warm {
             prefix,
+            layers,
             sandbox: None,
             failures: 0,
         }
@@ -148,7 +154,7 @@ impl Warm {
         let mut told = false;
         loop {
             if self.sandbox.is_none() && self.failures < TRIES {
-                match spawn(&self.prefix) {
+                match spawn(&self.prefix, self.layers.as_ref()) {
                     Ok(waiting) => self.sandbox = Some(waiting),
                     Err(_) => self.failures = TRIES,
                 }
@@ -209,6 +215,14 @@ impl Warm {
         let Some(argv) = after_prefix(&self.prefix, &options.argv) else {
             return cold(self, "the call's sandbox is another");
         };
+        let layered = self
+            .layers
+            .as_ref()
+            .map(Layers::folders)
+            .unwrap_or_default();
+        if layered != options.caches.as_slice() {
+            return cold(self, "the call's cache folders are others");
+        }
         let spec = StubSpec {
             place,
             null_stdin: options.null_stdin,
@@ -221,7 +235,7 @@ impl Warm {
             return cold(self, "the stub is not ready");
         };
         let not_taken = match waiting.hand(&spec, signals.fd()) {
-            Ok(()) => return Handed::Warm(waiting.pid),
+            Ok(()) => return Handed::Warm(waiting.pid, waiting.layer_ns),
             Err(not_taken) => not_taken,
         };
         self.sandbox = Some(waiting);
@@ -366,8 +380,9 @@ fn after_prefix<'a>(prefix: &[OsString], argv: &'a [OsString]) -> Option<&'a [Os
 }
 
 /// Starts a warm sandbox: `<prefix> -- /proc/self/fd/3 warm-stub`, as a cold call's sandbox
-/// starts, with this executable at fd 3 and the stub's channel at fd 4.
-fn spawn(prefix: &[OsString]) -> io::Result<Waiting> {
+/// starts, with this executable at fd 3 and the stub's channel at fd 4, and with `layers` over
+/// the cache folders if any (then forked, to make them before the exec).
+fn spawn(prefix: &[OsString], layers: Option<&Layers>) -> io::Result<Waiting> {
     use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
     use nix::sys::signal::SigSet;
     let Some(program) = prefix.first().filter(|p| p.as_bytes().starts_with(b"/")) else {
@@ -396,28 +411,50 @@ fn spawn(prefix: &[OsString]) -> io::Result<Waiting> {
         None,
     )?;
     let theirs = rustix::io::fcntl_dupfd_cloexec(&theirs, ABOVE)?;
+    let dups = [
+        (exe.as_raw_fd(), STUB_EXE_FD),
+        (theirs.as_raw_fd(), STUB_CHANNEL_FD),
+    ];
 
-    let env: [CString; 0] = [];
-    let mut attr = PosixSpawnAttr::init()?;
-    attr.set_sigmask(&SigSet::empty())?;
-    attr.set_sigdefault(&SigSet::all())?;
-    attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
-    attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
-            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
-            | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
-    )?;
-    let mut actions = PosixSpawnFileActions::init()?;
-    // dup2 leaves the copies open across the exec; the sources are close-on-exec.
-    actions.add_dup2(rustix::fd::AsRawFd::as_raw_fd(&exe), STUB_EXE_FD)?;
-    actions.add_dup2(rustix::fd::AsRawFd::as_raw_fd(&theirs), STUB_CHANNEL_FD)?;
-    let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
+    let (pid, layer_ns) = if let Some(layers) = layers {
+        let program = (path, argv);
+        let before = BeforeExec {
+            hold: None,
+            layers: Some(layers),
+            dups: &dups,
+        };
+        match fork_sandbox(&program, before) {
+            Ok(sandbox) => (sandbox.pid, sandbox.layer_ns),
+            Err(Spawn::Exec(errno)) => return Err(io::Error::from_raw_os_error(errno)),
+            Err(Spawn::Layer(failure)) => return Err(io::Error::other(layers.describe(&failure))),
+            Err(Spawn::Setup(err)) => return Err(err),
+        }
+    } else {
+        let env: [CString; 0] = [];
+        let mut attr = PosixSpawnAttr::init()?;
+        attr.set_sigmask(&SigSet::empty())?;
+        attr.set_sigdefault(&SigSet::all())?;
+        attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
+        attr.set_flags(
+            PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+                | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
+                | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
+        )?;
+        let mut actions = PosixSpawnFileActions::init()?;
+        // dup2 leaves the copies open across the exec; the sources are close-on-exec.
+        for (from, to) in dups {
+            actions.add_dup2(from, to)?;
+        }
+        let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
+        let pid = Pid::from_raw(child.as_raw()).ok_or_else(|| io::Error::other("no pid"))?;
+        (pid, None)
+    };
     drop((exe, theirs));
-    let pid = Pid::from_raw(child.as_raw()).ok_or_else(|| io::Error::other("no pid"))?;
     Ok(Waiting {
         pid,
         channel,
         ready: false,
+        layer_ns,
     })
 }
 

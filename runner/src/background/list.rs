@@ -318,13 +318,25 @@ fn line(run: &RunSummary) -> String {
 /// A run as `list` shows it; a running run's output size is the live one (dropped bytes plus
 /// the output file's length), when its file is the record's.
 pub fn live_summary(record: &Record) -> RunSummary {
-    let mut summary = record.summary().shortened();
+    let mut summary = shown_summary(record);
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
         summary.output_bytes = summary
             .output_bytes
             .max(record.output.dropped_bytes.saturating_add(len));
+    }
+    summary
+}
+
+/// A run as it is shown to the host: shortened, and its program, arguments and folder (as the
+/// agent gave them) escaped ([`crate::escaping::one_line`]).
+pub fn shown_summary(record: &Record) -> RunSummary {
+    let mut summary = record.summary().shortened();
+    summary.program = crate::escaping::one_line(&summary.program);
+    summary.dir = crate::escaping::one_line(&summary.dir);
+    for arg in &mut summary.args {
+        *arg = crate::escaping::one_line(arg);
     }
     summary
 }

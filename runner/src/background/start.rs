@@ -157,6 +157,7 @@ fn prepare(
         hops,
         tell_to,
         stdin,
+        caches: config.layers(),
     })
 }
 

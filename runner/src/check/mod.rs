@@ -12,6 +12,7 @@
 //! to each other; [`verdict`] reads the answer, with what serve sees from outside, into the
 //! report that `serve` refuses or warns by and `lnk-link-run check` prints.
 
+mod caches;
 mod launch;
 mod plan;
 pub mod probe;
@@ -99,6 +100,7 @@ fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
             landed
         })
         .collect();
+    let landed = caches::landed(&plan, &name);
     let Some(answer) = ran.answer else {
         let how = match (ran.status, ran.stderr.is_empty()) {
             (None, _) => format!(
@@ -122,8 +124,10 @@ fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
     {
         return Err("the sandbox check's probe answered something else than it was asked".into());
     }
+    let mut findings = verdict::judge(&plan, &answer, &appeared);
+    findings.extend(caches::judge(&plan, config, &answer, &landed));
     Ok(Checked {
-        findings: verdict::judge(&plan, &answer, &appeared),
+        findings,
         elapsed: ran.elapsed,
     })
 }

@@ -61,6 +61,9 @@ pub struct Plan {
     pub outside: Vec<Outside>,
     /// serve's own PID namespace.
     pub pid_namespace: Option<String>,
+    /// The cache folders the probe writes into ([`super::caches`]), after the folders above in
+    /// [`Request::stat`] and [`Request::write`].
+    pub caches: Vec<super::caches::CacheProbe>,
 }
 
 impl Plan {
@@ -83,6 +86,7 @@ impl Plan {
             pid_namespace: std::fs::read_link("/proc/self/ns/pid")
                 .ok()
                 .map(|link| link.to_string_lossy().into_owned()),
+            caches: Vec::new(),
         };
         if let Some(background) = &config.background {
             let state = &background.state;
@@ -141,6 +145,8 @@ impl Plan {
             .map(Path::to_path_buf)
             .collect();
         plan.request.scan_skip.push(config.files.clone());
+        // Last: their places in `stat` and `write` come after every folder's above.
+        super::caches::plan(&mut plan, config);
         plan
     }
 

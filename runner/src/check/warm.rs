@@ -25,6 +25,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     let settings = Settings {
         files: config.files.clone(),
         warm: Some(config.sandbox_line()),
+        caches: config.layers(),
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;
@@ -44,6 +45,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         id,
     });
     options.warm_only = true;
+    options.caches = config.layers();
     let spec = spare::encode(&options)
         .ok_or_else(|| std::io::Error::other("the probe's spec is too large"))?;
     let started = Instant::now();

@@ -67,6 +67,11 @@ pub(super) struct ServeArgs {
     /// The keyring folder holding `<agent>.key` (default: Link's keyring).
     #[arg(long, value_name = "DIR")]
     pub(super) keyring: Option<PathBuf>,
+    /// A tool's cache folder (cargo's registry, npm's cache, …; absolute, repeatable) that the
+    /// sandbox line's `{caches}` binds: programs read it, and what they write there goes to a
+    /// layer of each sandbox's own, never into the folder.
+    #[arg(long = "cache", value_name = "FOLDER")]
+    pub(super) caches: Vec<PathBuf>,
     /// Skip the sandbox check at start (for a sandbox that cannot run the probe, or a
     /// pass-through prefix on purpose); serve then logs a warning.
     #[arg(long)]

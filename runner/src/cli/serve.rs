@@ -90,6 +90,7 @@ impl ServeArgs {
             return refuse(refusal);
         }
         let background = self.check_background(&files, files_from)?;
+        let caches = super::caches::check(&self.caches, &files, background.as_ref())?;
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
@@ -101,6 +102,7 @@ impl ServeArgs {
             vars: self.vars,
             background,
             sandbox,
+            caches: crate::caches::Caches::new(caches),
         })
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::machine::MachinePart;
 
 /// The flags whose value is a path that serve needs absolute.
-const PATH_FLAGS: [&str; 4] = ["--files", "--state", "--keyring", "--way-in"];
+const PATH_FLAGS: [&str; 5] = ["--files", "--state", "--keyring", "--way-in", "--cache"];
 
 /// The README's recommended line after the bubblewrap program, with `FILES` for `--files`.
 const RECOMMENDED: &[&str] = &[
@@ -190,7 +190,7 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
             };
             let bwrap =
                 find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(install_bubblewrap)?;
-            std::iter::once(bwrap.into_os_string())
+            let mut line: Vec<OsString> = std::iter::once(bwrap.into_os_string())
                 .chain(RECOMMENDED.iter().map(|word| {
                     if *word == FILES {
                         files.clone()
@@ -198,7 +198,10 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
                         OsString::from(word)
                     }
                 }))
-                .collect()
+                .collect();
+            // This machine's caches: `--cache` flags, and `{caches}` after the files' bind.
+            super::caches::add(&mut argv, &mut line, home, Path::new(&files));
+            line
         }
     };
     argv.push(OsString::from("--"));

@@ -10,10 +10,11 @@
 //! goes, the host's settings in other files, the host's own one-line command), or with `--write`
 //! merges it into the host's files, keeping everything else and a backup of each.
 //!
-//! Its parts: [`line`] makes serve's command line; [`hosts`] knows each host's files and
+//! Its parts: [`line`] makes serve's command line (with [`caches`], this machine's caches); [`hosts`] knows each host's files and
 //! settings; [`render`] writes the entries; [`json_edit`] and [`codex_toml`] merge them into
 //! what is there; [`write`] replaces a file safely.
 
+mod caches;
 mod codex_toml;
 mod hosts;
 mod json_edit;
@@ -75,6 +76,7 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
              it either"
                 .to_owned(),
         );
+        warnings.extend(config.caches.warning());
     }
     // With --files-from roots, a folder stands for the projects (`crate::project::stand_in`).
     let stand_in = crate::project::stand_in(&config)?;

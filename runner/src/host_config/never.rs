@@ -1,85 +1,11 @@
-//! The never-list: what the line `config` builds never binds into a sandbox, whatever a
-//! program asks — the user's keys, credentials and tokens, browser profiles, shell histories,
-//! the agent's keyring and the state folder. A bind is refused when it is one of them, lies
+//! The never-list as the line `config` builds keeps to it: [`crate::never_list::IN_HOME`] (the
+//! user's keys, credentials and tokens, browser profiles, shell histories) in the home as named
+//! and resolved, cargo's credentials in any `CARGO_HOME`, the agent's keyring and the state
+//! folder. A bind is refused when it is one of them, lies
 //! inside one, or holds one (an ancestor of `~/.ssh`, such as the home itself, shows it).
 //! `config --read` binds one only with `--force`.
 
 use std::path::{Path, PathBuf};
-
-/// Paths in the home that hold secrets: the SPEC's list, then other well-known ones.
-const IN_HOME: &[&str] = &[
-    // The SPEC's never-list.
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".kube",
-    ".docker",
-    ".config/gh",
-    ".git-credentials",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    // Browser profiles.
-    ".mozilla",
-    ".librewolf",
-    ".waterfox",
-    ".thunderbird",
-    ".config/google-chrome",
-    ".config/google-chrome-beta",
-    ".config/chromium",
-    ".config/BraveSoftware",
-    ".config/microsoft-edge",
-    ".config/vivaldi",
-    ".config/opera",
-    ".var/app",
-    "snap/firefox",
-    "snap/chromium",
-    // Shell and REPL histories.
-    ".bash_history",
-    ".zsh_history",
-    ".zhistory",
-    ".histfile",
-    ".sh_history",
-    ".history",
-    ".local/share/fish",
-    ".python_history",
-    ".node_repl_history",
-    ".psql_history",
-    ".mysql_history",
-    ".sqlite_history",
-    ".irb_history",
-    ".lesshst",
-    ".rediscli_history",
-    // Other stores of secrets and tokens.
-    ".config/git/credentials",
-    ".git-credential-cache",
-    ".password-store",
-    ".local/share/keyrings",
-    ".pki",
-    ".config/op",
-    ".vault-token",
-    ".terraform.d",
-    ".config/hub",
-    ".pgpass",
-    ".my.cnf",
-    ".s3cfg",
-    ".boto",
-    ".oci",
-    ".config/containers/auth.json",
-    ".config/rclone",
-    ".config/doctl",
-    ".m2/settings.xml",
-    ".gradle/gradle.properties",
-    // The agents' own hosts: their logins and tokens.
-    ".claude",
-    ".claude.json",
-    ".codex",
-    ".gemini",
-    ".config/Claude",
-    ".config/github-copilot",
-];
 
 /// Names in a home folder that are secrets by their start: cargo's registry tokens
 /// (`credentials`, `credentials.toml`).
@@ -113,7 +39,7 @@ impl NeverList {
             entries.push(entry);
         };
         for home in homes {
-            for rel in IN_HOME {
+            for rel in crate::never_list::IN_HOME {
                 add(Never::Path(home.join(rel)));
             }
             for (folder, prefix) in PREFIXES_IN_HOME {

@@ -35,7 +35,10 @@ pub fn sandbox_checked(config: &Config, making: Making) -> Result<(Vec<String>, 
     let warning = "--no-sandbox-check: the sandbox was not checked; nothing proves that it keeps \
                    the agent's programs from the agent's key, the state folder or serve's \
                    environment";
-    Ok((vec![warning.to_owned()], warmth))
+    let mut warnings = vec![warning.to_owned()];
+    // The check says it otherwise (one of its findings).
+    warnings.extend(config.caches.warning());
+    Ok((warnings, warmth))
 }
 
 /// The project whose folder is `folder` (`what` names where it came from, for a person):

@@ -67,6 +67,9 @@ pub struct Forbidden {
     pub state: Option<PathBuf>,
     /// The keyring (`--keyring`, with `--way-in`), resolved where it exists.
     pub keyring: Option<PathBuf>,
+    /// The cache folders (`--cache`), as they really are: a project's folder is bound
+    /// read-write as it is, so it may neither hold one nor lie in one.
+    pub caches: Vec<PathBuf>,
 }
 
 impl Forbidden {
@@ -79,6 +82,12 @@ impl Forbidden {
             keyring: background
                 .and_then(|b| b.way_in.as_ref())
                 .map(|w| resolved(&w.keyring)),
+            caches: config
+                .caches
+                .folders
+                .iter()
+                .map(|cache| cache.real.clone())
+                .collect(),
         }
     }
 }
@@ -131,10 +140,18 @@ pub fn check_folder(folder: &Path, what: &str, forbidden: &Forbidden) -> Result<
             ));
         }
     }
-    for (kept, name) in [
-        (&forbidden.state, "the state folder"),
-        (&forbidden.keyring, "the keyring"),
-    ] {
+    let kept_folders = [
+        (forbidden.state.as_ref(), "the state folder"),
+        (forbidden.keyring.as_ref(), "the keyring"),
+    ]
+    .into_iter()
+    .chain(
+        forbidden
+            .caches
+            .iter()
+            .map(|cache| (Some(cache), "a cache folder (--cache)")),
+    );
+    for (kept, name) in kept_folders {
         let Some(kept) = kept else { continue };
         if *kept == canonical {
             return refuse(format!(

@@ -17,6 +17,7 @@ fn template(files_from: FilesFrom) -> Config {
         vars: Vec::new(),
         background: None,
         sandbox: vec!["/usr/bin/env".into()],
+        caches: Default::default(),
     }
 }
 

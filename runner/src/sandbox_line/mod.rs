@@ -6,24 +6,35 @@
 //! entry holds does not repeat the folder. Every use of the sandbox — a call, a warm sandbox
 //! started ahead of its call, the sandbox check's probe, a background run's record — takes the
 //! line from here, so all of them run the same words.
+//!
+//! | word | becomes |
+//! |---|---|
+//! | `{files}` | the files folder |
+//! | `{caches}` | the binds of the cache folders ([`caches`]): each read-write over the sandbox's own layer, or read-only where the layers cannot be made |
+
+mod caches;
 
 use std::ffi::OsString;
 use std::path::Path;
 
 /// The word that stands for the files folder.
 pub const FILES: &str = "{files}";
+pub use caches::CACHES;
 
-/// `line` with each word that stands for something replaced: [`FILES`] by `files`.
-pub fn expand(line: &[OsString], files: &Path) -> Vec<OsString> {
-    line.iter()
-        .map(|word| {
-            if word == FILES {
-                files.as_os_str().to_owned()
-            } else {
-                word.clone()
-            }
-        })
-        .collect()
+/// `line` with each word that stands for something replaced: [`FILES`] by `files`, [`CACHES`]
+/// by the binds of `caches`.
+pub fn expand(line: &[OsString], files: &Path, caches: &crate::caches::Caches) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(line.len());
+    for word in line {
+        if word == FILES {
+            out.push(files.as_os_str().to_owned());
+        } else if word == CACHES {
+            out.extend(caches::binds(caches));
+        } else {
+            out.push(word.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -44,7 +55,7 @@ mod tests {
             "--unshare-all",
         ]);
         assert_eq!(
-            expand(&line, Path::new("/home/me/work")),
+            expand(&line, Path::new("/home/me/work"), &Default::default()),
             words(&[
                 "/usr/bin/bwrap",
                 "--bind",
@@ -59,6 +70,6 @@ mod tests {
     fn other_words_stay_as_they_are() {
         // Only the whole word stands for the folder: a word that holds it is the line's own.
         let line = words(&["sb", "{files}/x", "x{files}", "{FILES}"]);
-        assert_eq!(expand(&line, Path::new("/w")), line);
+        assert_eq!(expand(&line, Path::new("/w"), &Default::default()), line);
     }
 }

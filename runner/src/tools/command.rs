@@ -87,6 +87,7 @@ pub fn prepare(
     };
     Ok(CallSpec {
         argv: config.command_line(&program, &args.args),
+        caches: config.layers(),
         cwd,
         input,
         timeout: config.timeout,
@@ -116,6 +117,7 @@ mod tests {
             vars: vec![("DISPLAY".into(), ":1".into())],
             background: None,
             sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+            caches: Default::default(),
         }
     }
 

@@ -26,6 +26,7 @@ fn config(files: PathBuf) -> Config {
         vars: Vec::new(),
         background: None,
         sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+        caches: Default::default(),
     }
 }
 

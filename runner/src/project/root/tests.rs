@@ -54,7 +54,9 @@ fn a_project_folder_is_an_existing_folder_away_from_what_the_agent_must_not_reac
     let work = home.join("work");
     let state = home.join(".local/state/lnk"); // not made yet
     let keyring = real.join("keys");
+    let cache = real.join("cache");
     std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(cache.join("registry")).unwrap();
     std::fs::create_dir_all(keyring.join("inner")).unwrap();
     std::fs::write(real.join("file"), b"").unwrap();
     std::os::unix::fs::symlink(&work, real.join("link")).unwrap();
@@ -62,6 +64,7 @@ fn a_project_folder_is_an_existing_folder_away_from_what_the_agent_must_not_reac
         home: Some(home.clone()),
         state: Some(resolved(&state)),
         keyring: Some(keyring.clone()),
+        caches: vec![cache.clone()],
     };
     let check = |path: &Path| check_folder(path, "the project folder", &forbidden);
     assert_eq!(check(&work), Ok(work.clone()));
@@ -78,6 +81,8 @@ fn a_project_folder_is_an_existing_folder_away_from_what_the_agent_must_not_reac
         (&real.join("missing"), "cannot be used"),
         (&keyring, "is the keyring"),
         (&keyring.join("inner"), "lies inside the keyring"),
+        (&cache, "is a cache folder"),
+        (&cache.join("registry"), "lies inside a cache folder"),
         (Path::new("relative"), "is not an absolute path"),
     ] {
         let err = check(path).unwrap_err();
