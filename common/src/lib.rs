@@ -182,6 +182,7 @@ pub mod keys;
 pub mod layout;
 pub mod list_page;
 pub mod lock;
+pub mod network;
 pub mod output_file;
 pub mod process_id;
 pub mod record;

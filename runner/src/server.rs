@@ -357,6 +357,7 @@ mod tests {
             programs: vec!["true".into()],
             vars: Vec::new(),
             background: None,
+            net: None,
             sandbox: vec!["/usr/bin/bwrap".into()],
         }
     }

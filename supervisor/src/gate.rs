@@ -88,7 +88,13 @@ impl Gate {
             .stderr(Stdio::from(err_write));
         // The supervisor's environment (serve's, inherited) reaches neither the gate nor the
         // sandbox: `prepare` clears it, and the gate execs the sandbox with an empty one.
-        launch::prepare_gate(&mut command, Some(cwd.as_fd()), &write, run_stdin.as_ref());
+        launch::prepare_gate(
+            &mut command,
+            Some(cwd.as_fd()),
+            &write,
+            run_stdin.as_ref(),
+            None,
+        );
         let child = command.spawn().context("starting the gate")?;
         drop((write, run_stdin));
         let reports = Reports::new(read).context("reading the gate's reports")?;

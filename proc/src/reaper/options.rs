@@ -5,7 +5,7 @@
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
 //!                       [--null-stdin] [--run-stdin] [--hold-start PATH] [--hold-exec PATH]
 //!                       [--warm-files PATH --warm-id DEV:INO [--warm-dir REL] [--warm-only]]
-//!                       -- <sandbox> <args>...
+//!                       [--net] [--stub N] -- <sandbox> <args>...
 //! ```
 //!
 //! A spare reaper reads the same arguments from its control socket ([`super::spare`]).
@@ -40,6 +40,14 @@ pub struct Options {
     /// The warm sandbox or nothing: a stub that fails is reported as the reaper's failure
     /// instead of starting the call cold (the sandbox check's warm probe).
     pub warm_only: bool,
+    /// The call has a proxy (`--net-allow`, [`crate::net`]): the sandbox's end of its channel
+    /// is the reaper's fd [`super::launch::NET_FD`], or came with a spare's spec, and goes to
+    /// the stub with the call.
+    pub net: bool,
+    /// The sandbox runs the stub whichever way it starts (a call with a proxy): the first this
+    /// many words of `argv` are the sandbox's own, and a cold start starts the sandbox with
+    /// the stub in it and hands it the call at once ([`super::warm::cold_stub`]).
+    pub stub: Option<usize>,
     /// The sandbox and what it runs.
     pub argv: Vec<OsString>,
 }
@@ -57,6 +65,8 @@ impl Options {
             hold_exec: None,
             warm: None,
             warm_only: false,
+            net: false,
+            stub: None,
             argv,
         }
     }
@@ -91,6 +101,12 @@ impl Options {
         }
         if self.warm_only {
             args.push("--warm-only".into());
+        }
+        if self.net {
+            args.push("--net".into());
+        }
+        if let Some(words) = self.stub {
+            args.extend(["--stub".into(), words.to_string().into()]);
         }
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
@@ -134,6 +150,15 @@ impl Options {
                     place.parse_arg(name, value(name)?)?;
                 }
                 Some("--warm-only") => options.warm_only = true,
+                Some("--net") => options.net = true,
+                Some(name @ "--stub") => {
+                    let raw = value(name)?;
+                    let words = raw
+                        .to_str()
+                        .and_then(|text| text.parse().ok())
+                        .ok_or_else(|| format!("{name}: not a number of words"))?;
+                    options.stub = Some(words);
+                }
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
             }
         }
@@ -168,6 +193,9 @@ mod tests {
         });
         options.warm_only = true;
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        options.net = true;
+        options.stub = Some(1);
+        assert_eq!(Options::parse(options.to_args()).unwrap(), options);
     }
 
     #[test]
@@ -178,6 +206,7 @@ mod tests {
         assert!(parse(&["--stop-grace-ms"]).is_err());
         assert!(parse(&["--stop-grace-ms", "soon", "--", "x"]).is_err());
         assert!(parse(&["--what", "--", "x"]).is_err());
+        assert!(parse(&["--stub", "two", "--", "x"]).is_err());
         assert_eq!(parse(&["--", "x"]).unwrap().argv, [OsString::from("x")]);
     }
 }

@@ -48,7 +48,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         .ok_or_else(|| std::io::Error::other("the probe's spec is too large"))?;
     let started = Instant::now();
     let spare = Spare::start(&settings)?;
-    let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true)?;
+    let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true, None)?;
     let (_readers, done_rx) = exchange(
         "warm probe",
         request,

@@ -64,6 +64,11 @@ impl ServeArgs {
             }
         }
         let background = self.check_background(&files)?;
+        let net = match lnk_proc::net::AllowList::parse(self.net_allow.iter().map(String::as_str)) {
+            Ok(allow) if allow.is_empty() => None,
+            Ok(allow) => Some(std::sync::Arc::new(allow)),
+            Err(why) => return refuse(format!("--net-allow {why}")),
+        };
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
@@ -73,6 +78,7 @@ impl ServeArgs {
             programs,
             vars: self.vars,
             background,
+            net,
             sandbox,
         })
     }

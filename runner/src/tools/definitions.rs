@@ -98,7 +98,8 @@ fn command_output_schema() -> Value {
             "stdout_bytes": count,
             "stderr_bytes": count,
             "elapsed_ms": count,
-            "leftovers_killed": {"type": "boolean", "description": "Whether processes it left running were killed a second after it exited."}
+            "leftovers_killed": {"type": "boolean", "description": "Whether processes it left running were killed a second after it exited."},
+            "network": crate::net::render::schema()
         },
         "required": ["exit_code", "signal", "timed_out", "stdout", "stderr", "stdout_bytes", "stderr_bytes", "elapsed_ms", "leftovers_killed"],
         "additionalProperties": false
