@@ -466,3 +466,6 @@ fn describe(err: Errno) -> String {
 fn errno_of(err: &io::Error) -> Errno {
     Errno::from_io_error(err).unwrap_or(Errno::IO)
 }
+
+#[cfg(test)]
+mod tests;
