@@ -39,6 +39,8 @@ pub struct Ran {
     pub stderr: String,
     /// How long it took, from spawn to the sandbox's end.
     pub elapsed: Duration,
+    /// What the probe's proxy counted (with `--net-allow`).
+    pub network: Option<lnk_common::network::Network>,
 }
 
 /// Runs the probe with `request` through `config`'s sandbox.
@@ -89,6 +91,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
                 status: None,
                 stderr: String::new(),
                 elapsed,
+                network: None,
             });
         }
     };
@@ -99,6 +102,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         status: Some(status),
         stderr,
         elapsed,
+        network: None,
     })
 }
 

@@ -32,7 +32,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn fine(tried: impl Into<String>, happened: impl Into<String>) -> Self {
+    pub(super) fn fine(tried: impl Into<String>, happened: impl Into<String>) -> Self {
         Finding {
             outcome: CheckOutcome::Fine,
             tried: tried.into(),
@@ -41,7 +41,7 @@ impl Finding {
         }
     }
 
-    fn bad(
+    pub(super) fn bad(
         outcome: CheckOutcome,
         tried: impl Into<String>,
         happened: impl Into<String>,
