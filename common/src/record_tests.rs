@@ -38,6 +38,7 @@ fn launch(tell: bool) -> Launch {
             keyring: "/k".into(),
         }),
         stdin: Default::default(),
+        net_allow: Vec::new(),
     }
 }
 

@@ -57,6 +57,7 @@ fn record(files: &Path) -> Record {
         hops: 0,
         tell_to: None,
         stdin: Default::default(),
+        net_allow: Vec::new(),
     };
     Record::new(
         RunId::generate().unwrap(),

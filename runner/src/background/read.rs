@@ -313,6 +313,9 @@ fn answer(
         structured["match_offset"] = json!(waited.match_offset);
         structured["ended"] = json!(!record.status.is_running());
     }
+    if let Some(network) = &record.network {
+        structured["network"] = crate::net::render::structured(network);
+    }
     let mut text = text;
     if !era.has_structured_output() {
         // Without a structured value, the figures ride in the text.

@@ -15,6 +15,21 @@ pub fn refusal_lines(network: &Network) -> String {
     text
 }
 
+/// What a `list` line adds for a run with a proxy: `; 3 connections, refused:
+/// example.org:443 (not on the allow-list)`.
+pub fn in_a_line(network: &Network) -> String {
+    let mut line = format!("; {} connections through the proxy", network.connections);
+    if !network.refused.is_empty() {
+        let refused: Vec<String> = network
+            .refused
+            .iter()
+            .map(|r| r.line().trim_start_matches("refused: ").to_owned())
+            .collect();
+        line.push_str(&format!(", refused: {}", refused.join("; ")));
+    }
+    line
+}
+
 /// The structured value's `network`.
 pub fn structured(network: &Network) -> Value {
     serde_json::to_value(network).unwrap_or(Value::Null)
