@@ -98,7 +98,7 @@ fn fetches(sandbox: Sandbox, user: Option<u32>) {
     let repo = format!("http://forge.test:{f}/repo.git");
     let result = serve.call(json!({"program": "git", "args": ["clone", "-q", &repo, "cloned"]}));
     stdout_ok(&result);
-    let cloned = std::fs::read_to_string(world.setup.files.join("cloned/README")).unwrap();
+    let cloned = std::fs::read_to_string(world.files().join("cloned/README")).unwrap();
     assert_eq!(cloned, README);
     assert!(network(&result)["connections"].as_u64() >= Some(2));
 
@@ -116,8 +116,7 @@ fn fetches(sandbox: Sandbox, user: Option<u32>) {
     );
     assert!(
         world
-            .setup
-            .files
+            .files()
             .join("wheels/lnk_demo-1.0-py3-none-any.whl")
             .is_file(),
         "{}",

@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use lnk_tests::net::{Echo, Names, Site, dumb_repository, simple_index};
 use lnk_tests::results::{structured, text};
+use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::Sandbox;
-use lnk_tests::setup::{ServeBuilder, Setup};
+use lnk_tests::setup::ServeBuilder;
 
 /// The user the tests run serve as when not as root.
 pub const NOBODY: u32 = 65534;
@@ -44,8 +45,8 @@ pub fn usable() -> bool {
 
 /// The stand-ins and their names.
 pub struct World {
-    /// The test's folder, `files/` in it.
-    pub setup: Setup,
+    /// The test's folder, `files/` and `state/` in it (its runs are killed with it).
+    pub bg: Bg,
     /// The registry.
     pub registry: Site,
     /// The forge.
@@ -61,7 +62,8 @@ pub struct World {
 impl World {
     /// The stand-ins, for a serve that runs as `user` under `sandbox`.
     pub fn new(sandbox: Sandbox, user: Option<u32>) -> World {
-        let setup = Setup::new(sandbox);
+        let bg = Bg::new(sandbox);
+        let setup = &bg.setup;
         let sites = setup.path("sites");
         let registry_root = sites.join("registry");
         let forge_root = sites.join("forge");
@@ -90,7 +92,7 @@ impl World {
             registry: Site::serve(&registry_root),
             forge: Site::serve(&forge_root),
             echo: Echo::start(),
-            setup,
+            bg,
             names,
             user,
         }
@@ -111,15 +113,27 @@ impl World {
         ]
     }
 
+    /// The files folder.
+    pub fn files(&self) -> &Path {
+        &self.bg.setup.files
+    }
+
     /// A serve with these names, as this world's user, allowing `rules`.
     pub fn serve(&self, rules: &[String]) -> ServeBuilder<'_> {
+        self.with_rules(self.bg.setup.serve(), rules)
+    }
+
+    /// [`World::serve`] with background runs (the state folder beside `files/`).
+    pub fn serve_with_runs(&self, rules: &[String]) -> ServeBuilder<'_> {
+        self.with_rules(self.bg.serve(&Flags::default()), rules)
+    }
+
+    fn with_rules<'a>(&self, builder: ServeBuilder<'a>, rules: &[String]) -> ServeBuilder<'a> {
         let mut flags: Vec<&str> = Vec::new();
         for rule in rules {
             flags.extend(["--net-allow", rule]);
         }
-        let mut builder = self
-            .setup
-            .serve()
+        let mut builder = builder
             .programs(PROGRAMS)
             .timeout("60s")
             .flags(&flags)

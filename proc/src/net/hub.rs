@@ -20,6 +20,7 @@ use rustix::net::{SendFlags, SocketFlags};
 use super::channel::{Taken, take_listener};
 use super::conn;
 use super::sandbox::SandboxNet;
+use super::why::Why;
 
 /// A connection thread's stack: the proxy's own work needs little; the resolver some.
 const CONNECTION_STACK: usize = 256 * 1024;
@@ -53,6 +54,11 @@ pub(super) fn hub() -> io::Result<Arc<Hub>> {
 impl Hub {
     fn start() -> io::Result<Arc<Hub>> {
         raise_open_files_limit();
+        // The process holds every sandbox's way out from here on (its proxies' listeners and
+        // connections). Not dumpable: a program of the same user, under a sandbox without a
+        // PID namespace of its own, can then neither trace it nor take its descriptors
+        // (`pidfd_getfd`, /proc/<pid>/fd).
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
         let hub = Arc::new(Hub {
             epoll: epoll::create(CreateFlags::CLOEXEC)?,
             wake: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?,
@@ -169,7 +175,12 @@ impl Hub {
                 return;
             }
             Taken::Ended => tracing::debug!(key, "a sandbox's proxy channel ended"),
-            Taken::Refused(why) => tracing::warn!("a sandbox's proxy is not started: {why}"),
+            Taken::Refused(why) => {
+                // Said in the call's (or run's) answer, not in a log a refusal to start would
+                // be mixed with.
+                tracing::debug!("a sandbox's proxy is not started: {why}");
+                entry.net.figures.refused("", 0, &Why::NotStarted(why));
+            }
         }
         if let Some(channel) = entry.channel.take() {
             let _ = epoll::delete(&self.epoll, &channel);

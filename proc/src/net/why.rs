@@ -35,6 +35,9 @@ pub enum Why {
     NotAProxyRequest(String),
     /// No whole request came in time.
     TooSlow(Duration),
+    /// The proxy could not start in the sandbox: what its stub handed out is no listener of
+    /// the sandbox's own (never answered: no program can reach it).
+    NotStarted(&'static str),
 }
 
 impl Why {
@@ -48,6 +51,7 @@ impl Why {
             }
             Why::NotAProxyRequest(_) => (400, "Bad Request"),
             Why::TooSlow(_) => (408, "Request Timeout"),
+            Why::NotStarted(_) => (503, "Service Unavailable"),
         }
     }
 }
@@ -78,6 +82,9 @@ impl fmt::Display for Why {
             ),
             Why::NotAProxyRequest(why) => write!(f, "not a proxy request: {why}"),
             Why::TooSlow(limit) => write!(f, "no whole request within {} s", limit.as_secs()),
+            Why::NotStarted(why) => {
+                write!(f, "Link Run's proxy did not start in this sandbox: {why}")
+            }
         }
     }
 }
