@@ -14,6 +14,10 @@ in `read`. It also runs the README's one-line `mcp add` command of each host, in
 own, and checks that the host wrote the same server as the README's entry. For the MCP
 Inspector CLI it runs the README's line as written and checks the answer of its `ls`.
 
+`claude-code-network` (`network.py`) runs Claude Code headless with `--net-allow` for a
+registry stand-in: the model asks for a fetch from it (allowed) and from another site (refused),
+and must see the registry's bytes and the refused host named.
+
 `claude-code-tasks` drives Claude Code's interactive interface on a pseudo-terminal, as a person
 uses it (no flag: MCP tasks are on there), with the same README entry: the stand-in `start`s a
 run that prints two markers and exits 3, ends its turn, and passes only when Claude Code later
@@ -44,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check import PROMPT, Check, ConfigFailed, HostCheck, readme_blocks, shell_words  # noqa: E402
 from claude import ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks  # noqa: E402
+from network import ClaudeCodeNetwork  # noqa: E402
 
 INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
 
@@ -146,7 +151,10 @@ class InspectorCli(Check):
         return "\n".join([f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems] + [f"  evidence: {self.root}"])
 
 
-CHECKS = {c.name: c for c in (ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks, Codex, GeminiCli, InspectorCli)}
+CHECKS = {
+    c.name: c
+    for c in (ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks, ClaudeCodeNetwork, Codex, GeminiCli, InspectorCli)
+}
 
 
 def main():
