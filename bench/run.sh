@@ -6,6 +6,7 @@
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
+#   bench/run.sh network [options]       (--net-allow: a call's cost, a download, 32 at once)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
 #                                        their sandbox starts: --kind gate), each
 #                                        sandbox, and the trials that left a process behind
@@ -21,9 +22,9 @@ case "$which" in
             exit 2
         fi
         ;;
-    foreground | background | check | soak) ;;
+    foreground | background | check | network | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | network [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -36,6 +37,8 @@ if [[ "$which" == all ]]; then
     "$bench" background
     echo
     "$bench" check
+    echo
+    "$bench" network
 else
     exec "$bench" "$which" "$@"
 fi

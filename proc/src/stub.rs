@@ -24,8 +24,10 @@
 //!    hands it out over the channel that came with the call ([`crate::net::channel`]), and
 //!    closes it;
 //! 7. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
-//!    set it, the call's folder, as a cold start's sandbox sets it): fd 4 closes at the exec,
-//!    so the program has descriptors 0, 1 and 2 only, and nothing of the stub's executable.
+//!    set it, the call's folder, as a cold start's sandbox sets it), and the call's variables:
+//!    the `/usr/bin/env NAME=VALUE…` before the program is done here rather than `exec`ed
+//!    ([`assignments`]). fd 4 closes at the exec, so the program has descriptors 0, 1 and 2
+//!    only, and nothing of the stub's executable.
 //!
 //! A sandbox started for its call (a cold start under the stub) sends no folder: the stub
 //! stays where the sandbox started it, the call's folder, as a cold start's program does.
@@ -53,6 +55,8 @@ use crate::reaper::warm_wire::{
 };
 
 pub use crate::reaper::warm_wire::STUB;
+
+mod assignments;
 
 /// Runs the stub; returns only when it did not `exec`.
 pub fn main() -> ExitCode {
@@ -255,7 +259,8 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
     default_signals()?;
     let c =
         |arg: &OsString| CString::new(arg.as_bytes()).map_err(|_| io::Error::from(Errno::INVAL));
-    let argv: Vec<CString> = spec.argv.iter().map(c).collect::<io::Result<_>>()?;
+    let (set, words) = assignments::split(&spec.argv).unwrap_or((Vec::new(), &spec.argv));
+    let argv: Vec<CString> = words.iter().map(c).collect::<io::Result<_>>()?;
     let path = argv.first().cloned().ok_or(Errno::INVAL)?;
     // A sandbox that tells its program its folder (bubblewrap sets `PWD` to the folder it
     // started in) told the stub its own: the program is told the call's, as a cold start's is.
@@ -267,11 +272,15 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
             true => place.files.clone(),
             false => place.files.join(&place.dir),
         });
-    let env: Vec<CString> = std::env::vars_os()
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
         .map(|(name, value)| match (name.as_bytes(), &folder) {
             (b"PWD", Some(folder)) => (name, folder.clone().into_os_string()),
             _ => (name, value),
         })
+        .collect();
+    assignments::apply(&mut vars, &set);
+    let env: Vec<CString> = vars
+        .into_iter()
         .map(|(name, value)| {
             let mut pair = name.into_vec();
             pair.push(b'=');

@@ -173,16 +173,20 @@ fn netns_cookie(socket: BorrowedFd<'_>) -> Option<u64> {
     (done == 0 && len as usize == std::mem::size_of::<u64>()).then_some(cookie)
 }
 
-/// The cookie of this process's network namespace.
+/// The cookie of this process's network namespace (looked up once: a process does not change
+/// its network namespace).
 fn own_netns_cookie() -> Option<u64> {
-    let socket = rustix::net::socket_with(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .ok()?;
-    netns_cookie(socket.as_fd())
+    static OWN: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| {
+        let socket = rustix::net::socket_with(
+            AddressFamily::INET,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .ok()?;
+        netns_cookie(socket.as_fd())
+    })
 }
 
 /// Takes descriptor `fd` over (the reaper's or the stub's end, inherited at a known place);

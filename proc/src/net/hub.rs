@@ -99,7 +99,9 @@ impl Hub {
         Ok(key)
     }
 
-    /// Forgets a sandbox: nothing more of it is accepted; its descriptors close.
+    /// Forgets a sandbox: nothing more of it is accepted; its descriptors close. (The thread
+    /// looks each event's key up under the lock, so an event already taken for it finds
+    /// nothing: no wake-up is needed.)
     pub(super) fn unregister(&self, key: u64) {
         let entry = self.lock().remove(&key);
         if let Some(entry) = entry {
@@ -107,8 +109,6 @@ impl Hub {
                 let _ = epoll::delete(&self.epoll, fd);
             }
         }
-        // Wakes the thread, should it be about to use them (it looks the key up again).
-        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
