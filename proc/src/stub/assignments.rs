@@ -12,9 +12,12 @@ use std::os::unix::ffi::OsStrExt;
 
 use lnk_common::command_line::ENV_PROGRAM;
 
+/// Names and values to set, in order.
+pub(super) type Assignments<'a> = Vec<(&'a OsStr, &'a OsStr)>;
+
 /// `argv` as `env` would run it: the assignments, and the program's words; `None` when `argv`
 /// is not `/usr/bin/env` with assignments then an absolute program.
-pub(super) fn split(argv: &[OsString]) -> Option<(Vec<(&OsStr, &OsStr)>, &[OsString])> {
+pub(super) fn split(argv: &[OsString]) -> Option<(Assignments<'_>, &[OsString])> {
     let (first, rest) = argv.split_first()?;
     if first != ENV_PROGRAM {
         return None;
