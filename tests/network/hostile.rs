@@ -42,6 +42,12 @@ mod under_the_recommended_line {
         Bwrap,
         warm
     );
+    lnk_tests::sandbox_test!(
+        what_a_program_asks_cannot_write_into_the_answer,
+        what_a_program_asks_cannot_write_into_the_answer,
+        Bwrap,
+        warm
+    );
 }
 
 /// Raw TCP to an address on the internet and to this machine's loopback, UDP out, and a DNS
@@ -290,4 +296,47 @@ fn a_slow_client_is_cut_off(sandbox: Sandbox) {
         Some(json!(20)),
         "{figures}"
     );
+}
+
+/// Requests whose host holds terminal escapes, or is very long: each refused, and what the
+/// answer says of them is printable and short.
+const ESCAPES: &str = r#"
+import os, socket
+proxy = os.environ["HTTP_PROXY"].split("//")[1].rsplit(":", 1)
+for host in ["\x1b[2J\x1b[31mred.test:443", "\u202eevil.test:443", "x" * 5000 + ".test:443"]:
+    s = socket.create_connection((proxy[0], int(proxy[1])), timeout=10)
+    s.sendall(("CONNECT %s HTTP/1.1\r\n\r\n" % host).encode())
+    print(s.recv(65536).split(b"\r\n")[0].decode())
+"#;
+
+fn what_a_program_asks_cannot_write_into_the_answer(sandbox: Sandbox) {
+    if !usable() {
+        return;
+    }
+    let world = World::new(sandbox, None);
+    let mut serve = world.serve(&world.rules()).start();
+    let result = serve.call(json!({"program": "python3", "args": ["-c", ESCAPES]}));
+    let said = stdout_ok(&result);
+    assert_eq!(
+        said.lines().filter(|l| l.starts_with("HTTP/1.1 4")).count(),
+        3,
+        "{said}"
+    );
+    let answer = text(&result);
+    assert!(
+        !answer.contains('\u{1b}') && !answer.contains('\u{202e}'),
+        "{answer:?}"
+    );
+    let figures = network(&result);
+    let refused = figures["refused"].as_array().cloned().unwrap_or_default();
+    assert_eq!(refused.len(), 3, "{figures}");
+    for r in &refused {
+        let host = r["host"].as_str().unwrap_or_default();
+        assert!(host.chars().count() <= 256, "{host}");
+        assert!(
+            host.chars()
+                .all(|c| c == '…' || c == ' ' || c.is_ascii_graphic()),
+            "{host:?}"
+        );
+    }
 }

@@ -10,6 +10,11 @@ use super::why::Why;
 
 /// The most refused destinations kept by name; the rest are counted in one last entry.
 pub const MAX_REFUSED: usize = 32;
+/// The most characters of a refused host kept (a name has 253 at most; what a program wrote
+/// where a host should be may be anything).
+const HOST_SHOWN: usize = 255;
+/// The most characters of a reason kept.
+const WHY_SHOWN: usize = 400;
 /// The last entry's reason, once more destinations were refused than are kept.
 const MORE: &str = "more destinations were refused than the answer names";
 
@@ -30,9 +35,11 @@ impl Figures {
         self.connections.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A refusal of `host` (as the program named it; empty for none) at `port`.
+    /// A refusal of `host` (as the program named it; empty for none) at `port`. What the
+    /// program wrote goes into an answer: it is kept to printable ASCII, and cut.
     pub fn refused(&self, host: &str, port: u16, why: &Why) {
-        let why = why.to_string();
+        let host = shown(host, HOST_SHOWN);
+        let why = shown(&why.to_string(), WHY_SHOWN);
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(seen) = refused
             .iter_mut()
@@ -43,7 +50,7 @@ impl Figures {
         }
         if refused.len() < MAX_REFUSED {
             refused.push(Refused {
-                host: host.to_owned(),
+                host,
                 port,
                 count: 1,
                 why,
@@ -81,10 +88,46 @@ impl Figures {
     }
 }
 
+/// `text` as an answer may show it: printable ASCII (anything else `?`), `max` characters at
+/// most (then `…`).
+fn shown(text: &str, max: usize) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(max)
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if text.chars().count() > max {
+        shown.push('…');
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::net::allow::NotAllowed;
+
+    #[test]
+    fn what_a_program_wrote_is_shown_printable_and_short() {
+        let figures = Figures::default();
+        let why = Why::NotAHost("`\u{1b}[31mred` is not a host name".into());
+        figures.refused("\u{1b}[31mred\u{202e}", 443, &why);
+        figures.refused(&"x".repeat(10_000), 443, &why);
+        let refused = figures.snapshot().refused;
+        assert_eq!(refused[0].host, "?[31mred?");
+        assert!(
+            refused[0].why.starts_with("`?[31mred`"),
+            "{}",
+            refused[0].why
+        );
+        assert_eq!(refused[1].host.chars().count(), HOST_SHOWN + 1);
+    }
 
     #[test]
     fn refusals_are_counted_by_destination_and_reason_and_kept_bounded() {

@@ -97,6 +97,15 @@ pub fn read(head: &[u8]) -> Result<Asked, Unreadable> {
         why: Why::NotAProxyRequest(why.to_owned()),
     };
     let text = std::str::from_utf8(head).map_err(|_| unreadable("its head is not UTF-8"))?;
+    // A lone CR or LF, or another control character, in a line: the host might read the head
+    // otherwise than the proxy does.
+    let body_of_head = &text[..text.len().saturating_sub(4)];
+    if body_of_head
+        .split("\r\n")
+        .any(|line| line.chars().any(|c| c.is_control() && c != '\t'))
+    {
+        return Err(unreadable("its head holds a control character"));
+    }
     let mut lines = text.split("\r\n");
     let request_line = lines.next().unwrap_or_default();
     let mut words = request_line.split(' ');

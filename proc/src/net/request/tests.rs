@@ -115,6 +115,9 @@ fn what_is_not_a_proxy_request_is_refused_with_why() {
         "CONNECT ::1:443 HTTP/1.1\r\n\r\n",
         "CONNECT 127.1:443 HTTP/1.1\r\n\r\n",
         "SSH-2.0-OpenSSH\r\n\r\n",
+        "GET http://a.example/ HTTP/1.1\r\nX: a\rInjected: b\r\n\r\n",
+        "GET http://a.example/ HTTP/1.1\r\nX: a\nInjected: b\r\n\r\n",
+        "GET http://a.example/ HTTP/1.1\r\nX: a\u{1b}[0m\r\n\r\n",
         "\u{0}\u{1}\r\n\r\n",
     ] {
         assert!(asked(head).is_err(), "{head:?} was taken");
