@@ -7,6 +7,7 @@
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
 #   bench/run.sh caches [options]        (the cache layers' cost per call: `... caches --help`)
+#   bench/run.sh network [options]       (--net-allow: a call's cost, a download, 32 at once)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
 #                                        their sandbox starts: --kind gate), each
 #                                        sandbox, and the trials that left a process behind
@@ -22,9 +23,9 @@ case "$which" in
             exit 2
         fi
         ;;
-    foreground | background | check | caches | soak) ;;
+    foreground | background | check | caches | network | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | caches [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | caches [options] | network [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -39,6 +40,7 @@ if [[ "$which" == all ]]; then
     "$bench" check
     echo
     "$bench" caches
+    "$bench" network
 else
     exec "$bench" "$which" "$@"
 fi

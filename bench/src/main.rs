@@ -2,8 +2,8 @@
 //! baselines taken in the same run; `lnk-bench background` measures background runs (`start`,
 //! the supervisor's output cap, sweep, `list`, telling) against the issues' targets;
 //! `lnk-bench check` measures what the sandbox check adds to serve's start; `lnk-bench caches`
-//! what the agent's cache layers add to a call (`bench/run.sh` builds everything and runs
-//! them all).
+//! what the agent's cache layers add to a call; `lnk-bench network` what `--net-allow` costs
+//! (`bench/run.sh` builds everything and runs them all).
 //
 // A benchmark's whole job is to print its report on stdout.
 #![allow(clippy::print_stdout)]
@@ -14,6 +14,7 @@ mod caches;
 mod check;
 mod foreground;
 mod line;
+mod network;
 mod procs;
 mod report;
 mod scale;
@@ -44,6 +45,9 @@ enum Bench {
     Check(check::Options),
     /// The agent's cache layers: a call warm and cold with two `--cache` folders against none.
     Caches(caches::Options),
+    /// `--net-allow`: a call without a connection, a large download and 32 at once, through
+    /// the proxy and without.
+    Network(network::Options),
     /// Random-moment SIGKILLs of serve and of supervisors under each sandbox: how many left a
     /// process of the call or the run behind (target: none).
     Soak(soak::Options),
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Bench::Background(options) => background::run(options),
         Bench::Check(options) => check::run(options),
         Bench::Caches(options) => caches::run(options),
+        Bench::Network(options) => network::run(options),
         Bench::Soak(options) => soak::run(options),
     };
     match result {
