@@ -9,6 +9,7 @@
 #   bench/run.sh machine [options]       (the line `config` builds for this machine against the
 #                                        README's: `... machine --help`)
 #   bench/run.sh caches [options]        (the cache layers' cost per call: `... caches --help`)
+#   bench/run.sh network [options]       (--net-allow: a call's cost, a download, 32 at once)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
 #                                        their sandbox starts: --kind gate), each
 #                                        sandbox, and the trials that left a process behind
@@ -24,9 +25,9 @@ case "$which" in
             exit 2
         fi
         ;;
-    foreground | background | check | machine | caches | soak) ;;
+    foreground | background | check | machine | caches | network | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | machine [options] | caches [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | machine [options] | caches [options] | network [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -43,6 +44,8 @@ if [[ "$which" == all ]]; then
     "$bench" machine
     echo
     "$bench" caches
+    echo
+    "$bench" network
 else
     exec "$bench" "$which" "$@"
 fi

@@ -2,9 +2,9 @@
 //! baselines taken in the same run; `lnk-bench background` measures background runs (`start`,
 //! the supervisor's output cap, sweep, `list`, telling) against the issues' targets;
 //! `lnk-bench check` measures what the sandbox check adds to serve's start; `lnk-bench
-//! machine` measures the line `config` builds for this machine against the README's;
-//! `lnk-bench caches` what the agent's cache layers add to a call (`bench/run.sh` builds
-//! everything and runs them all).
+//! machine` the line `config` builds for this machine against the README's; `lnk-bench
+//! caches` what the agent's cache layers add to a call; `lnk-bench network` what
+//! `--net-allow` costs (`bench/run.sh` builds everything and runs them all).
 //
 // A benchmark's whole job is to print its report on stdout.
 #![allow(clippy::print_stdout)]
@@ -16,6 +16,7 @@ mod check;
 mod foreground;
 mod line;
 mod machine;
+mod network;
 mod procs;
 mod report;
 mod scale;
@@ -49,6 +50,9 @@ enum Bench {
     Machine(machine::Options),
     /// The agent's cache layers: a call warm and cold with two `--cache` folders against none.
     Caches(caches::Options),
+    /// `--net-allow`: a call without a connection, a large download and 32 at once, through
+    /// the proxy and without.
+    Network(network::Options),
     /// Random-moment SIGKILLs of serve and of supervisors under each sandbox: how many left a
     /// process of the call or the run behind (target: none).
     Soak(soak::Options),
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Bench::Check(options) => check::run(options),
         Bench::Machine(options) => machine::run(options),
         Bench::Caches(options) => caches::run(options),
+        Bench::Network(options) => network::run(options),
         Bench::Soak(options) => soak::run(options),
     };
     match result {

@@ -33,29 +33,6 @@ pub fn sandboxed<'a>(
     argv
 }
 
-/// The words [`sandboxed`] put after the sandbox, read back: the `NAME=VALUE` words given to
-/// [`ENV_PROGRAM`] and the program's own words (its absolute path first), or `None` when they
-/// do not start with [`ENV_PROGRAM`] (no variables) or are not what [`sandboxed`] makes. What
-/// `env` would do with them can then be done without its `exec`: a warm sandbox's stub sets
-/// the variables itself and runs the program.
-pub fn split_env(words: &[OsString]) -> Option<(&[OsString], &[OsString])> {
-    let (first, rest) = words.split_first()?;
-    if first != ENV_PROGRAM {
-        return None;
-    }
-    let at = rest
-        .iter()
-        .position(|word| !word.as_encoded_bytes().contains(&b'='))?;
-    let (assignments, program) = rest.split_at(at);
-    let valid = assignments
-        .iter()
-        .all(|word| word.as_encoded_bytes().first().is_some_and(|b| *b != b'='));
-    let absolute = program
-        .first()
-        .is_some_and(|path| path.as_encoded_bytes().first() == Some(&b'/'));
-    (valid && absolute).then_some((assignments, program))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,26 +43,6 @@ mod tests {
     fn adds_the_separator() {
         let argv = sandboxed(&["sb"], [], OsStr::new("/bin/echo"), &["hi"]);
         assert_eq!(argv, ["sb", "--", "/bin/echo", "hi"]);
-    }
-
-    #[test]
-    fn the_variables_and_the_program_are_read_back() {
-        let words = sandboxed(
-            &["sb"],
-            [("A", "b=c"), ("PATH", "/usr/bin")],
-            OsStr::new("/bin/echo"),
-            &["x=y"],
-        );
-        let after: Vec<OsString> = words[2..].to_vec();
-        let (vars, program) = split_env(&after).unwrap_or_default();
-        assert_eq!(vars, ["A=b=c", "PATH=/usr/bin"]);
-        assert_eq!(program, ["/bin/echo", "x=y"]);
-        let plain: Vec<OsString> = vec!["/bin/echo".into(), "hi".into()];
-        assert_eq!(split_env(&plain), None);
-        let relative: Vec<OsString> = vec![ENV_PROGRAM.into(), "A=b".into(), "echo".into()];
-        assert_eq!(split_env(&relative), None);
-        let no_program: Vec<OsString> = vec![ENV_PROGRAM.into(), "A=b".into()];
-        assert_eq!(split_env(&no_program), None);
     }
 
     #[test]

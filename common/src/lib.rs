@@ -112,12 +112,14 @@
 //! | `launch.tell_to` | `{way_in, agent, keyring}`: the way-in socket, the agent id (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the keyring folder; `null` without a way in (never told) |
 //! | `launch.stdin` | absent for an empty stdin that ends at once (every record before it); else `{"input_bytes": N, "mode": M}`: `N` bytes of `start`'s `input` (absent for none), handed to the supervisor on its fd 3, never stored; `M` is `"ends"`, `"interactive"` (stdin stays open, `write` adds to it through `<id>.in`) or `{"tty": {"cols": C, "rows": R}}` (stdin, stdout and stderr a terminal of the run's own) ([`stdin`]) |
 //! | `launch.caches` | absent for none (every record before it); else the cache folders (`--cache`) the run's sandbox gets a writable layer of its own over, which the gate makes before it starts the sandbox (what the run writes there never reaches the user's folder) |
+//! | `launch.net_allow` | absent without a proxy (every record before it); else the `--net-allow` rules the run's programs may reach through a proxy its supervisor holds, each in the form `--net-allow` reads (`name`, `name:port`, `*.suffix`, `10.0.0.5`, `[::1]:8080`). A build that does not know the field runs the run without the proxy: the sandbox's network stays cut, and the run reaches nothing |
 //! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate: the run's reaper, which forks the sandbox into a group of its own; in records of older gates, the gate that `exec`ed the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
 //! | `supervisor` | absent until the supervisor can hear a stop (and in records of older supervisors); then `{"pid": P, "start_time": T}`, the supervisor's pid and start time (`/proc/<pid>/stat` field 22), written with `group`. A stop signals that process (SIGURG) only once the process at `P` is proven to have started at `T` on this boot (`lnk_proc::wake`) |
 //! | `sandbox` | absent in records of older gates; written with `group`: `{"session": S, "pgid": P, "output_pipe": {dev, ino}}`, where `S` is the run's session (the gate leads it too, so `S` equals `group.leader_pid`; a record saying otherwise is refused), `P` the sandbox process's own group, `null` until the gate reports the sandbox started, and `output_pipe` the identity of the pipe the run writes its output to (absent in records of older supervisors). A sweep signals only processes proven the run's: in session `S` (in any group), started no earlier than the gate, and either started before a moment at which the gate was seen alive or holding `output_pipe` (after pid reuse, `S` and `P` may be another program's) |
 //! | `left_running` | absent unless a sweep left processes running that looked like the run's but that nothing proved its own; then what, in words, with their pids |
 //! | `failure` | absent unless the run could not start; then why, in words (the sandbox could not be executed, with the system's reason), and the run is `lost` |
 //! | `status` | `{"state": "running"}`, or `{"state": S, "ended_at_ms": T, "exit": E}` with `S` one of `exited` (ended by itself), `timed_out`, `stopped` (`<id>.stop`), `lost` (supervisor quit or died) and `E` one of `{"code": n}`, `{"signal": n}` or `null` (unknown; never for `exited`) |
+//! | `network` | absent for a run without `launch.net_allow` (and in older records); else what its programs did through the proxy, written by the supervisor once the run ended: `{"connections": N, "bytes_in": N, "bytes_out": N, "refused": [{"host", "port", "count", "why"}]}` ([`network`]) |
 //! | `output.written_bytes` | everything the run wrote, dropped bytes included, as of the record's last write (exact once ended; while running, `dropped_bytes` + the file's length is the live figure) |
 //! | `output.dropped_bytes` | bytes cut from the file's start by rotations, in all; never more than `written_bytes` |
 //! | `output.file` | `{dev, ino}` of the output file `dropped_bytes` is for; `null` before it exists |
@@ -185,6 +187,7 @@ pub mod keys;
 pub mod layout;
 pub mod list_page;
 pub mod lock;
+pub mod network;
 pub mod output_file;
 pub mod process_id;
 pub mod projects;

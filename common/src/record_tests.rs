@@ -39,6 +39,7 @@ fn launch(tell: bool) -> Launch {
         }),
         stdin: Default::default(),
         caches: Vec::new(),
+        net_allow: Vec::new(),
     }
 }
 

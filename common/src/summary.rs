@@ -9,10 +9,14 @@
 //!  "ended_at": "2024-05-01T12:00:05.000Z", "output_bytes": 1234, "dropped_bytes": 0,
 //!  "told": false}
 //! ```
+//!
+//! A run with a proxy (`--net-allow`) that has ended adds `"network"`, its figures
+//! ([`crate::network`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::id::RunId;
+use crate::network::Network;
 use crate::record::Record;
 use crate::status::State;
 
@@ -48,6 +52,9 @@ pub struct RunSummary {
     pub dropped_bytes: u64,
     /// Whether its end was told.
     pub told: bool,
+    /// What its programs did through its proxy, once it ended; absent for a run without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
 }
 
 impl RunSummary {
@@ -114,6 +121,7 @@ impl Record {
             output_bytes: self.output.written_bytes,
             dropped_bytes: self.output.dropped_bytes,
             told: self.telling.told,
+            network: self.network.clone(),
         }
     }
 }

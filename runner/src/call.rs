@@ -12,14 +12,17 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use lnk_proc::net::AllowList;
 use lnk_proc::reaper::Event;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
 use crate::call_pipes::Running;
 use crate::capture::HeadTail;
+use crate::net::CallProxy;
 use crate::reaper::Reaper;
 use crate::spawn;
 
@@ -95,6 +98,8 @@ pub struct CallOutcome {
     pub stdout: HeadTail,
     /// Its stderr.
     pub stderr: HeadTail,
+    /// What its programs did through the proxy; `None` without `--net-allow`.
+    pub network: Option<Box<lnk_common::network::Network>>,
 }
 
 /// Why a call that was handed to a sandbox started ahead of it did not run: its answer says
@@ -145,6 +150,9 @@ pub struct CallSpec {
     pub timeout: Duration,
     /// The output kept per stream.
     pub output: u64,
+    /// The hosts its programs may reach through a proxy of its own (`--net-allow`), and how
+    /// many of `argv`'s first words are its sandbox's.
+    pub net: Option<(Arc<AllowList>, usize)>,
 }
 
 /// Runs one call to its end. `progress` hears the elapsed time and the bytes seen about once
@@ -155,13 +163,26 @@ pub fn run(
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
+    // A proxy of the call's own, when it has one: started before its sandbox, ended after.
+    let mut proxy = match &spec.net {
+        Some((allow, words)) => Some(CallProxy::start(
+            allow,
+            spec.timeout.saturating_add(LEFTOVER_GRACE),
+            *words,
+        )?),
+        None => None,
+    };
     let mut reaper = spawn::spawn(
         &spec.argv,
         &spec.caches,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),
+        proxy.as_ref().and_then(CallProxy::hand_off),
     )?;
+    if let Some(proxy) = &mut proxy {
+        proxy.handed();
+    }
     let watched = watch(spec, control, progress, start, &mut reaper);
     if watched.is_err() {
         reaper.stop();
@@ -176,6 +197,8 @@ pub fn run(
         }
         _ => reaper.finish(),
     };
+    // Everything of the call is dead: nothing uses its proxy any more.
+    let network = proxy.map(|proxy| Box::new(proxy.finish()));
     let mut watched = watched?;
     // Processes of the call that outlived a reaper killed before it could kill them (a
     // leftover that killed it) were killed as it was reaped: leftovers all the same.
@@ -195,6 +218,7 @@ pub fn run(
         elapsed: at.duration_since(start),
         stdout: watched.out,
         stderr: watched.err,
+        network,
     }))
 }
 

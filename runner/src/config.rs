@@ -2,9 +2,11 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lnk_common::AgentId;
+use lnk_proc::net::AllowList;
 
 /// The checked configuration of one `serve`.
 #[derive(Debug, Clone)]
@@ -23,10 +25,13 @@ pub struct Config {
     pub output: u64,
     /// The allowed program names, in the order given, without repeats.
     pub programs: Vec<String>,
-    /// Variables passed through `/usr/bin/env`.
+    /// Variables passed through `/usr/bin/env` (`--var`, as given).
     pub vars: Vec<(String, String)>,
     /// Background runs, when `--state` is given.
     pub background: Option<Background>,
+    /// The hosts programs may reach through Link Run's proxy (`--net-allow`); `None`: no
+    /// proxy, and the sandbox's network is what its line makes it.
+    pub net: Option<Arc<AllowList>>,
     /// The sandbox prefix, as given (with the words [`crate::sandbox_line`] replaces).
     pub sandbox: Vec<OsString>,
     /// The cache folders (`--cache`), and whether their layers can be made here.
@@ -69,13 +74,39 @@ impl Config {
     }
 
     /// The command line that runs `program` (a resolved path) with `args` under the sandbox,
-    /// with `--var`s set: [`lnk_common::command_line::sandboxed`].
+    /// with the [`Config::program_vars`] set: [`lnk_common::command_line::sandboxed`].
     pub fn command_line(&self, program: &Path, args: &[impl AsRef<OsStr>]) -> Vec<OsString> {
-        let vars = self
-            .vars
+        self.command_line_and_words(program, args).0
+    }
+
+    /// [`Config::command_line`], and how many of its first words are the sandbox's (the line
+    /// is filled in anew for each sandbox made, so its length is the one of this line).
+    pub fn command_line_and_words(
+        &self,
+        program: &Path,
+        args: &[impl AsRef<OsStr>],
+    ) -> (Vec<OsString>, usize) {
+        let line = self.sandbox_line();
+        let vars = self.program_vars();
+        let vars = vars
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()));
-        lnk_common::command_line::sandboxed(&self.sandbox_line(), vars, program.as_os_str(), args)
+        let argv = lnk_common::command_line::sandboxed(&line, vars, program.as_os_str(), args);
+        (argv, line.len())
+    }
+
+    /// The variables every program gets: the `--var`s, then, with `--net-allow`, those that
+    /// name the proxy ([`lnk_proc::net::env`]) that no `--var` names.
+    pub fn program_vars(&self) -> Vec<(String, String)> {
+        let mut vars = self.vars.clone();
+        if let Some(allow) = &self.net {
+            for (name, value) in lnk_proc::net::env::variables(allow) {
+                if !vars.iter().any(|(given, _)| *given == name) {
+                    vars.push((name, value));
+                }
+            }
+        }
+        vars
     }
 }
 

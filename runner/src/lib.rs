@@ -33,6 +33,7 @@ mod exit_code;
 mod host_config;
 mod input;
 mod lines;
+mod net;
 mod never_list;
 mod program;
 mod progress;
@@ -44,7 +45,6 @@ mod sandbox_line;
 mod server;
 mod spares;
 mod spawn;
-mod stub;
 mod sync;
 mod tools;
 mod utf8;
@@ -69,7 +69,7 @@ pub fn main() -> ExitCode {
         Some(sub) if sub == reaper::REAP => return lnk_proc::reaper::main(args),
         // A warm sandbox's stub: before anything else too, and with nothing open but what the
         // reaper handed it.
-        Some(sub) if sub == stub::STUB => return stub::main(),
+        Some(sub) if sub == lnk_proc::stub::STUB => return lnk_proc::stub::main(),
         _ => {}
     }
     let (config, sandbox_check) = match cli::Cli::parse_args() {

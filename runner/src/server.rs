@@ -406,6 +406,7 @@ mod tests {
             programs: vec!["true".into()],
             vars: Vec::new(),
             background: None,
+            net: None,
             sandbox: vec!["/usr/bin/bwrap".into()],
             caches: Default::default(),
         }

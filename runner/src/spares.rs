@@ -132,14 +132,15 @@ pub fn start(settings: Settings) {
 }
 
 /// Hands a call to a spare, when one is there and takes it: the call's reaper, running the
-/// call. `workdir` is the call's working folder (canonical, inside the files folder). `None`:
-/// no spare (or it could not take the call, and was disposed of); the caller starts a reaper
-/// of its own.
+/// call. `workdir` is the call's working folder (canonical, inside the files folder); `net` the
+/// sandbox's end of the call's proxy channel, for a call with one. `None`: no spare (or it
+/// could not take the call, and was disposed of); the caller starts a reaper of its own.
 pub fn hand(
     options: &Options,
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
+    net: Option<BorrowedFd<'_>>,
 ) -> Option<Reaper> {
     let spares = SPARES_OF_SERVE.get()?;
     let mut options = options.clone();
@@ -174,7 +175,7 @@ pub fn hand(
         spare.dispose();
         return None;
     };
-    match spare.hand(&spec, cwd, with_input) {
+    match spare.hand(&spec, cwd, with_input, net) {
         Ok(reaper) => Some(reaper),
         Err(err) => {
             tracing::debug!(
@@ -342,16 +343,18 @@ impl Spare {
     }
 
     /// Gives the spare its call: waits for its `ready`, sends the spec with the working
-    /// folder, and closes the control socket. The spare is killed and reaped on any failure.
+    /// folder (and `net`, the call's proxy channel's sandbox end, for a call with one), and
+    /// closes the control socket. The spare is killed and reaped on any failure.
     pub fn hand(
         mut self,
         spec: &[u8],
         cwd: BorrowedFd<'_>,
         with_input: bool,
+        net: Option<BorrowedFd<'_>>,
     ) -> io::Result<Reaper> {
         let handed = self
             .await_ready()
-            .and_then(|()| spare::send(self.control.as_fd(), spec, cwd));
+            .and_then(|()| spare::send(self.control.as_fd(), spec, cwd, net));
         if let Err(err) = handed {
             self.dispose();
             return Err(err);

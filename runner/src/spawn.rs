@@ -11,6 +11,7 @@ use std::time::Duration;
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
+use crate::net::HandOff;
 use crate::reaper::{REAP, Reaper};
 
 /// Starts `argv` under a reaper of its own, with a layer of its own over each of `caches`, in
@@ -19,13 +20,15 @@ use crate::reaper::{REAP, Reaper};
 /// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
 /// `spares` thread, which lives as long as serve; a reaper started now on the death of the
 /// calling thread: the caller keeps this thread alive until the reaper is reaped
-/// ([`Reaper::finish`]). Either kills the call then.
+/// ([`Reaper::finish`]). Either kills the call then. A call with a proxy hands its reaper the
+/// proxy's `net` ([`HandOff`]): its sandbox then runs under the stub, warm or cold.
 pub fn spawn(
     argv: &[OsString],
     caches: &[PathBuf],
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
+    net: Option<HandOff<'_>>,
 ) -> io::Result<Reaper> {
     if argv.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
@@ -34,14 +37,25 @@ pub fn spawn(
     options.hold_start = hold::path_for(Step::CallReaper);
     options.hold_exec = hold::path_for(Step::CallExec);
     options.caches = caches.to_vec();
-    if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input) {
+    if let Some(net) = net {
+        options.net = true;
+        options.stub = Some(net.words);
+    }
+    let net = net.map(|net| net.fd);
+    if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input, net) {
         return Ok(reaper);
     }
-    start(&options, cwd, with_input)
+    start(&options, cwd, with_input, net)
 }
 
-/// Starts a reaper for the call now, on the calling thread, with `options` on its command line.
-fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+/// Starts a reaper for the call now, on the calling thread, with `options` on its command line
+/// (and `net`, the sandbox's end of the call's proxy channel, at its fd 5).
+pub fn start(
+    options: &Options,
+    cwd: BorrowedFd<'_>,
+    with_input: bool,
+    net: Option<BorrowedFd<'_>>,
+) -> io::Result<Reaper> {
     let (read, write) = report::pipe()?;
     // `/proc/self/exe` is this very executable even when its file was replaced since.
     let mut command = Command::new("/proc/self/exe");
@@ -60,9 +74,10 @@ fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result
     // sandbox: both are visible from inside a sandbox without a PID namespace, and bwrap's
     // `--clearenv` clears only the program's. `prepare` clears the reaper's, and the reaper
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
-    launch::prepare(&mut command, Some(cwd), &write);
+    let net = net.map(|fd| fd.try_clone_to_owned()).transpose()?;
+    launch::prepare_call(&mut command, Some(cwd), &write, net.as_ref());
     let child = command.spawn()?;
-    drop(write);
+    drop((write, net));
     let reports = match Reports::new(read) {
         Ok(reports) => reports,
         Err(err) => {

@@ -21,6 +21,9 @@ see the test pass.
 `claude-code-projects` writes the README quickstart's one user-scope entry (`--files-from roots`)
 and runs Claude Code headless in two project folders: each session works in its own folder and
 sees its own runs only (`projects.py`).
+`claude-code-network` (`network.py`) runs Claude Code headless with `--net-allow` for a
+registry stand-in: the model asks for a fetch from it (allowed) and from another site (refused),
+and must see the registry's bytes and the refused host named.
 
 `claude-code-tasks` drives Claude Code's interactive interface on a pseudo-terminal, as a person
 uses it (no flag: MCP tasks are on there), with the same README entry: the stand-in `start`s a
@@ -54,6 +57,7 @@ from check import PROMPT, Check, ConfigFailed, HostCheck, readme_blocks, shell_w
 from cargo_test import ClaudeCodeCargo  # noqa: E402
 from claude import ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks  # noqa: E402
 from projects import ClaudeCodeProjects  # noqa: E402
+from network import ClaudeCodeNetwork  # noqa: E402
 
 INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
 
@@ -164,6 +168,7 @@ CHECKS = {
         ClaudeCodeCargo,
         ClaudeCodeProjects,
         ClaudeCodeTasks,
+        ClaudeCodeNetwork,
         Codex,
         GeminiCli,
         InspectorCli,

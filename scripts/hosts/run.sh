@@ -19,8 +19,8 @@
 # stand-in is kept in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
 #
 #   scripts/hosts/run.sh [--hosts claude-code,claude-code-quickstart,claude-code-cargo,
-#                                 claude-code-projects,
-#                                 claude-code-tasks,codex,gemini-cli,inspector-cli]
+#                                 claude-code-projects,claude-code-tasks,claude-code-network,
+#                                 codex,gemini-cli,inspector-cli]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 here=scripts/hosts
@@ -66,10 +66,11 @@ echo "==> hosts: node $(node --version), claude $(claude --version | cut -d' ' -
 cargo build --quiet -p lnk-link-run -p lnk-link-supervise
 bin="$PWD/target/debug"
 
-# A network namespace with only the loopback interface: as root a plain one, otherwise inside
-# a user namespace of our own.
-netns=(unshare --net)
-[ "$(id -u)" = 0 ] || netns=(unshare --net --map-root-user)
+# A network namespace with only the loopback interface, and a mount namespace of its own (the
+# network check binds its sites' names over /etc/hosts there): as root plain ones, otherwise
+# inside a user namespace of our own.
+netns=(unshare --net --mount)
+[ "$(id -u)" = 0 ] || netns=(unshare --net --mount --map-root-user)
 "${netns[@]}" true 2>/dev/null || skip "cannot make a network namespace here (${netns[*]})"
 
 exec "${netns[@]}" -- sh -c 'ip link set lo up && exec "$@"' sh \

@@ -62,13 +62,16 @@ impl Gate {
     /// Starts the gate of `record`'s run in the folder `cwd` is a handle on, with `gate_read`
     /// as its stdin (the open byte comes there), `out_write` as its stdout and stderr (the
     /// run's output), and `run_stdin` (above fd 4), when given, as its fd 4: the sandbox's
-    /// stdin once the gate is opened (else `/dev/null`).
+    /// stdin once the gate is opened (else `/dev/null`). A run with a proxy gives `net`, the
+    /// sandbox's end of the proxy's channel: the gate gets it as its fd 5 and starts the
+    /// sandbox with the stub in it, which hands the proxy its listener.
     pub fn start(
         record: &Record,
         cwd: &OwnedFd,
         gate_read: OwnedFd,
         out_write: OwnedFd,
         run_stdin: Option<OwnedFd>,
+        net: Option<OwnedFd>,
     ) -> Result<Gate> {
         let (read, write) = report::pipe().context("making the gate's report pipe")?;
         let mut options = Options::new(record.launch.argv(), RUN_STOP_GRACE, LEFTOVER_GRACE);
@@ -78,6 +81,10 @@ impl Gate {
         options.caches = record.launch.caches.clone();
         options.hold_start = hold::path_for(Step::RunReaper);
         options.hold_exec = hold::path_for(Step::RunExec);
+        if net.is_some() {
+            options.net = true;
+            options.stub = Some(record.launch.sandbox.len());
+        }
         let out_write = File::from(out_write);
         let err_write = out_write.try_clone().context("sharing the output pipe")?;
         // `/proc/self/exe` is this very executable even when its file was replaced since.
@@ -91,9 +98,15 @@ impl Gate {
             .stderr(Stdio::from(err_write));
         // The supervisor's environment (serve's, inherited) reaches neither the gate nor the
         // sandbox: `prepare` clears it, and the gate execs the sandbox with an empty one.
-        launch::prepare_gate(&mut command, Some(cwd.as_fd()), &write, run_stdin.as_ref());
+        launch::prepare_gate(
+            &mut command,
+            Some(cwd.as_fd()),
+            &write,
+            run_stdin.as_ref(),
+            net.as_ref(),
+        );
         let child = command.spawn().context("starting the gate")?;
-        drop((write, run_stdin));
+        drop((write, run_stdin, net));
         let reports = Reports::new(read).context("reading the gate's reports")?;
         Ok(Gate { child, reports })
     }

@@ -86,8 +86,12 @@ pub fn main() -> ExitCode {
     // A run's gate, started by its supervisor: before clap and logging (a gate's own log line
     // would land in the run's output; it reports to its supervisor instead).
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|sub| sub == gate::GATE) {
-        return gate::run(args);
+    match args.nth(1) {
+        Some(sub) if sub == gate::GATE => return gate::run(args),
+        // A run's sandbox's stub, when the run has a proxy (the gate starts the sandbox with
+        // it): before anything else too, and with nothing open but what the gate handed it.
+        Some(sub) if sub == lnk_proc::stub::STUB => return lnk_proc::stub::main(),
+        _ => {}
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -3,10 +3,12 @@
 //! a test's folder and the `serve` it starts ([`setup`]), that `serve` spoken to ([`serve`]) and
 //! what it answered ([`results`]), a client that gives its roots ([`roots`]), background runs and their records ([`runs`]) and tools
 //! ([`tools`]), processes found in `/proc` ([`procs`]), the programs that try to escape a call
-//! ([`containment`]), what a test that cannot run here does ([`skip`]), and the machine's own
-//! toolchains put into a test's home ([`toolchains`]).
+//! ([`containment`]), the network's stand-ins for `--net-allow` ([`net`]), what a test that
+//! cannot run here does ([`skip`]), and the machine's own toolchains put into a test's home
+//! ([`toolchains`]).
 pub mod bins;
 pub mod containment;
+pub mod net;
 pub mod procs;
 pub mod readme;
 pub mod results;

@@ -97,6 +97,7 @@ impl Setup {
             user: None,
             current_dir: None,
             env: Vec::new(),
+            names: None,
         }
     }
 }
@@ -119,6 +120,7 @@ pub struct ServeBuilder<'a> {
     user: Option<u32>,
     current_dir: Option<PathBuf>,
     env: Vec<(String, OsString)>,
+    names: Option<crate::net::Names>,
 }
 
 impl ServeBuilder<'_> {
@@ -139,6 +141,13 @@ impl ServeBuilder<'_> {
     /// run as root, so this is how they run serve as an ordinary user (`nobody`).
     pub fn run_as(mut self, uid: u32) -> Self {
         self.user = Some(uid);
+        self
+    }
+
+    /// Runs serve with `names` as its `/etc/hosts` (in a mount namespace of its own), so that
+    /// its proxy resolves the tests' names ([`crate::net::Names`]).
+    pub fn names(mut self, names: &crate::net::Names) -> Self {
+        self.names = Some(names.clone());
         self
     }
 
@@ -270,6 +279,17 @@ impl ServeBuilder<'_> {
             .map(|(name, value)| (name.as_str(), value.as_os_str()))
             .collect();
         all.extend_from_slice(envs);
+        if let Some(names) = &self.names {
+            let (program, argv) = names.wrap(&crate::bins::link_run(), &self.argv(), self.user);
+            return Serve::spawn_program(
+                &program,
+                &argv,
+                self.era,
+                &all,
+                self.current_dir.as_deref(),
+                None,
+            );
+        }
         Serve::spawn_env(
             &self.argv(),
             self.era,

@@ -55,6 +55,7 @@ fn made_run(cap: u64) -> TestRun {
         tell_to: None,
         stdin: Default::default(),
         caches: Vec::new(),
+        net_allow: Vec::new(),
     };
     let mut record = Record::new(
         RunId::generate().unwrap(),

@@ -58,6 +58,7 @@ fn record(files: &Path) -> Record {
         tell_to: None,
         stdin: Default::default(),
         caches: Vec::new(),
+        net_allow: Vec::new(),
     };
     Record::new(
         RunId::generate().unwrap(),

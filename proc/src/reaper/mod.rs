@@ -56,6 +56,7 @@ mod sandbox_start;
 pub mod signals;
 pub mod spare;
 pub mod warm;
+mod warm_sandbox;
 pub mod warm_wire;
 
 pub use options::Options;

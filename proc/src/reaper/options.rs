@@ -5,7 +5,7 @@
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
 //!                       [--null-stdin] [--run-stdin] [--hold-start PATH] [--hold-exec PATH]
 //!                       [--warm-files PATH --warm-id DEV:INO [--warm-dir REL] [--warm-only]]
-//!                       [--cache FOLDER]... -- <sandbox> <args>...
+//!                       [--cache FOLDER]... [--net] [--stub N] -- <sandbox> <args>...
 //! ```
 //!
 //! A spare reaper reads the same arguments from its control socket ([`super::spare`]).
@@ -46,6 +46,14 @@ pub struct Options {
     /// The cache folders the sandbox gets a layer of its own over ([`super::layers`]), made
     /// between the sandbox process's fork and its exec.
     pub caches: Vec<PathBuf>,
+    /// The call has a proxy (`--net-allow`, [`crate::net`]): the sandbox's end of its channel
+    /// is the reaper's fd [`super::launch::NET_FD`], or came with a spare's spec, and goes to
+    /// the stub with the call.
+    pub net: bool,
+    /// The sandbox runs the stub whichever way it starts (a call with a proxy): the first this
+    /// many words of `argv` are the sandbox's own, and a cold start starts the sandbox with
+    /// the stub in it and hands it the call at once ([`super::warm::cold_stub`]).
+    pub stub: Option<usize>,
     /// The sandbox and what it runs.
     pub argv: Vec<OsString>,
 }
@@ -64,6 +72,8 @@ impl Options {
             warm: None,
             warm_only: false,
             caches: Vec::new(),
+            net: false,
+            stub: None,
             argv,
         }
     }
@@ -101,6 +111,12 @@ impl Options {
         }
         for cache in &self.caches {
             args.extend([CACHE.into(), cache.clone().into_os_string()]);
+        }
+        if self.net {
+            args.push("--net".into());
+        }
+        if let Some(words) = self.stub {
+            args.extend(["--stub".into(), words.to_string().into()]);
         }
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
@@ -145,6 +161,15 @@ impl Options {
                 }
                 Some("--warm-only") => options.warm_only = true,
                 Some(CACHE) => options.caches.push(value(CACHE)?.into()),
+                Some("--net") => options.net = true,
+                Some(name @ "--stub") => {
+                    let raw = value(name)?;
+                    let words = raw
+                        .to_str()
+                        .and_then(|text| text.parse().ok())
+                        .ok_or_else(|| format!("{name}: not a number of words"))?;
+                    options.stub = Some(words);
+                }
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
             }
         }
@@ -180,6 +205,8 @@ mod tests {
         options.warm_only = true;
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
         options.caches = vec!["/home/me/.cargo/registry".into(), "/c, d:e".into()];
+        options.net = true;
+        options.stub = Some(1);
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
     }
 
@@ -191,6 +218,7 @@ mod tests {
         assert!(parse(&["--stop-grace-ms"]).is_err());
         assert!(parse(&["--stop-grace-ms", "soon", "--", "x"]).is_err());
         assert!(parse(&["--what", "--", "x"]).is_err());
+        assert!(parse(&["--stub", "two", "--", "x"]).is_err());
         assert_eq!(parse(&["--", "x"]).unwrap().argv, [OsString::from("x")]);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::ExitCode;
 
 use rustix::event::{PollFd, PollFlags, poll};
@@ -10,6 +11,7 @@ use rustix::process::{Signal, set_parent_process_death_signal};
 
 use super::children;
 use super::hold::ChildHold;
+use super::launch::NET_FD;
 use super::layers::Layers;
 use super::options::Options;
 use super::reaping::Reaping;
@@ -19,7 +21,7 @@ use super::sandbox_start::BeforeExec;
 use super::sandbox_start::{Sandbox, Spawn, fork_sandbox, let_go_of_stdio, resolve, spawn_sandbox};
 use super::signals::BlockedSignals;
 use super::spare::{self, Call, Control, SPARE};
-use super::warm::{Handed, Warm};
+use super::warm::{Handed, Warm, cold_stub};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
 
 /// Runs a reaper from the arguments after its subcommand: `--spare` makes it a spare
@@ -82,13 +84,22 @@ fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
     Ok(signals)
 }
 
-/// Runs the sandbox of `options` to its end; see the module docs of [`super`].
+/// Runs the sandbox of `options` to its end; see the module docs of [`super`]. A call with a
+/// proxy (`--net`) has the sandbox's end of its channel at fd [`NET_FD`].
 pub fn run(options: &Options) -> ExitCode {
     let report = Reporter::from_fd3();
-    match set_up(&report) {
-        Ok(signals) => run_set_up(options, &report, &signals, None),
-        Err(code) => code,
-    }
+    let signals = match set_up(&report) {
+        Ok(signals) => signals,
+        Err(code) => return code,
+    };
+    let net = match options.net {
+        true => match crate::net::channel::adopt(NET_FD) {
+            Some(net) => Some(net),
+            None => return failed(&report, &io::Error::from(Errno::BADF)),
+        },
+        false => None,
+    };
+    run_set_up(options, &report, &signals, None, net)
 }
 
 /// Runs a spare: sets up, reports `ready`, waits for its call on the control socket (fd 4),
@@ -118,12 +129,16 @@ pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
             control.wait_for_call(&signals)
         }
     };
-    let call = match waited {
+    let mut call = match waited {
         Ok(Some(call)) => call,
         Ok(None) => return ExitCode::from(CLOSED_EXIT),
         Err(err) => return failed(&report, &err),
     };
     drop(control);
+    let net = call.net.take();
+    if call.options.net && net.is_none() {
+        return failed(&report, &io::Error::from(Errno::BADF));
+    }
     // A parent that dies from here on leaves the SIGTERM pending on the signal fd: a stop.
     if let Err(err) = set_parent_process_death_signal(Some(Signal::TERM)) {
         return failed(&report, &err.into());
@@ -132,7 +147,7 @@ pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
         return failed(&report, &err);
     }
     drop(call.cwd);
-    run_set_up(&call.options, &report, &signals, warm)
+    run_set_up(&call.options, &report, &signals, warm, net)
 }
 
 /// Puts a spare where its call runs: in its folder, with `/dev/null` as stdin if it has no
@@ -149,12 +164,14 @@ fn enter(call: &Call) -> io::Result<()> {
 }
 
 /// Runs the sandbox of `options` once the reaper is set up: handed to `warm`'s sandbox when it
-/// takes it, else started now.
+/// takes it, else started now (with the stub in it, for a call that runs under the stub).
+/// `net` is the sandbox's end of the call's proxy channel, which goes to the stub.
 fn run_set_up(
     options: &Options,
     report: &Reporter,
     signals: &BlockedSignals,
     warm: Option<Warm>,
+    net: Option<OwnedFd>,
 ) -> ExitCode {
     let failed = |err: io::Error| failed(report, &err);
     if options.wait_open {
@@ -177,16 +194,27 @@ fn run_set_up(
             return ExitCode::from(EXEC_FAILED_EXIT);
         }
     };
+    let net_fd = net.as_ref().map(AsFd::as_fd);
     let handed = match warm {
-        Some(mut warm) => warm.hand(options, signals),
+        Some(mut warm) => warm.hand(options, signals, net_fd),
         None if options.warm_only => Handed::Failed(io::Error::other("no warm sandbox")),
         None => Handed::Cold,
     };
-    let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
     let layers = match warm_layers(&options.caches) {
         Ok(layers) => layers,
         Err(problem) => return failed(io::Error::other(problem)),
     };
+    let (handed, layers) = match (handed, options.stub) {
+        // A test's hold needs a fork of this process's own: such a call runs without the stub.
+        // The sandbox started for the call with the stub in it gets the cache layers.
+        (Handed::Cold, Some(words)) if options.hold_exec.is_none() => {
+            (cold_stub(options, words, signals, net_fd, layers), None)
+        }
+        (handed, _) => (handed, layers),
+    };
+    // The stub has the channel now; this process keeps no end of it.
+    drop(net);
+    let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
     let sandbox = match (handed, hold_exec.as_ref(), layers.as_ref()) {
         (Handed::Warm(pid, layer_ns), _, _) => Ok(Sandbox {
             pid,
@@ -194,6 +222,7 @@ fn run_set_up(
             layer_ns,
         }),
         (Handed::Failed(err), _, _) => return failed(err),
+        (Handed::Stopped, _, _) => return ExitCode::from(CLOSED_EXIT),
         (Handed::NotRun(event), _, _) => {
             report.send(event);
             return ExitCode::from(FAILED_EXIT);

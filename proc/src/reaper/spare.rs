@@ -11,7 +11,8 @@
 //! - the spec is one message: its length (4 bytes, little-endian), then the reaper's options
 //!   as a command line ([`Options::to_args`]), each argument ending in a NUL byte; the call's
 //!   working folder travels with it as a descriptor (`SCM_RIGHTS`), received close-on-exec,
-//!   entered (`fchdir`) and closed before anything runs, so no path is resolved again;
+//!   entered (`fchdir`) and closed before anything runs, so no path is resolved again; a call
+//!   with a proxy (`--net`) sends the sandbox's end of its proxy channel as a second one;
 //! - with the spec whole, the spare closes the control socket and goes on exactly as a reaper
 //!   started for the call (its hold hooks, the fork of the sandbox, its whole life);
 //! - the control socket's end (EOF, `serve` dropped it or died) before the spec is whole, a
@@ -107,13 +108,30 @@ pub fn encode(options: &Options) -> Option<Vec<u8>> {
     Some(spec)
 }
 
-/// `serve`'s side: sends `spec` ([`encode`]) with the working folder `cwd` on the control
-/// socket, whole, or fails (the spare is gone: `EPIPE`, never SIGPIPE).
-pub fn send(control: BorrowedFd<'_>, spec: &[u8], cwd: BorrowedFd<'_>) -> io::Result<()> {
-    let fds = [cwd];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+/// `serve`'s side: sends `spec` ([`encode`]) with the working folder `cwd` (and `net`, the
+/// sandbox's end of the call's proxy channel, for a call with one) on the control socket,
+/// whole, or fails (the spare is gone: `EPIPE`, never SIGPIPE).
+pub fn send(
+    control: BorrowedFd<'_>,
+    spec: &[u8],
+    cwd: BorrowedFd<'_>,
+    net: Option<BorrowedFd<'_>>,
+) -> io::Result<()> {
+    let both;
+    let one;
+    let fds: &[BorrowedFd<'_>] = match net {
+        Some(net) => {
+            both = [cwd, net];
+            &both
+        }
+        None => {
+            one = [cwd];
+            &one
+        }
+    };
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+    if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other(
             "no room for the working folder's descriptor",
         ));
@@ -153,6 +171,8 @@ pub struct Call {
     pub options: Options,
     /// Its working folder, when one came (close-on-exec).
     pub cwd: Option<OwnedFd>,
+    /// The sandbox's end of its proxy channel, when one came after the folder.
+    pub net: Option<OwnedFd>,
 }
 
 impl Control {
@@ -204,7 +224,7 @@ impl Control {
     /// Reads the spec whole (the socket is blocking; `serve` writes it at once).
     pub(super) fn receive(&self) -> io::Result<Option<Call>> {
         let mut header = [0u8; 4];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut ancillary = RecvAncillaryBuffer::new(&mut space);
         let got = loop {
             match rustix::net::recvmsg(
@@ -217,15 +237,16 @@ impl Control {
                 other => break other?.bytes,
             }
         };
-        let mut cwd = None;
+        let mut received = Vec::new();
         for message in ancillary.drain() {
             if let RecvAncillaryMessage::ScmRights(fds) = message {
-                // One descriptor is sent; any more are closed here, as they are dropped.
-                for fd in fds {
-                    cwd.get_or_insert(fd);
-                }
+                received.extend(fds);
             }
         }
+        // The folder, then the proxy channel; anything more is closed here, as it is dropped.
+        let mut received = received.into_iter();
+        let cwd = received.next();
+        let net = received.next();
         if got == 0 || !self.read_exact(&mut header[got..])? {
             return Ok(None);
         }
@@ -244,7 +265,7 @@ impl Control {
             .split(|b| *b == 0)
             .map(|a| OsString::from_vec(a.to_vec()));
         match Options::parse(args) {
-            Ok(options) => Ok(Some(Call { options, cwd })),
+            Ok(options) => Ok(Some(Call { options, cwd, net })),
             Err(_) => Ok(None),
         }
     }
@@ -332,15 +353,44 @@ mod tests {
         let control = Control { fd: theirs };
         let folder = std::fs::File::open("/").unwrap();
         let spec = encode(&options()).unwrap();
-        send(ours.as_fd(), &spec, folder.as_fd()).unwrap();
+        send(ours.as_fd(), &spec, folder.as_fd(), None).unwrap();
         let call = control.receive().unwrap().unwrap();
         assert_eq!(call.options, options());
+        assert!(call.net.is_none());
         let cwd = call.cwd.unwrap();
         let flags = rustix::io::fcntl_getfd(&cwd).unwrap();
         assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
         let stat = rustix::fs::fstat(&cwd).unwrap();
         let root = rustix::fs::stat("/").unwrap();
         assert_eq!((stat.st_dev, stat.st_ino), (root.st_dev, root.st_ino));
+    }
+
+    /// A call with a proxy brings its channel after its folder.
+    #[test]
+    fn the_proxy_channel_arrives_after_the_folder() {
+        let (ours, theirs) = pair().unwrap();
+        let control = Control { fd: theirs };
+        let folder = std::fs::File::open("/").unwrap();
+        let (_net_ours, net_theirs) = crate::net::channel::pair().unwrap();
+        let mut options = options();
+        options.net = true;
+        let spec = encode(&options).unwrap();
+        send(
+            ours.as_fd(),
+            &spec,
+            folder.as_fd(),
+            Some(net_theirs.as_fd()),
+        )
+        .unwrap();
+        let call = control.receive().unwrap().unwrap();
+        assert!(call.options.net);
+        let net = call.net.unwrap();
+        let kind = rustix::fs::fstat(&net).unwrap();
+        assert_eq!(
+            rustix::fs::FileType::from_raw_mode(kind.st_mode),
+            rustix::fs::FileType::Socket
+        );
+        assert!(call.cwd.is_some());
     }
 
     /// A spec cut short by the end of the socket is no call.

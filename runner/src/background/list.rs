@@ -305,13 +305,17 @@ fn line(run: &RunSummary) -> String {
         .map(|at| format!(", ended {at}"))
         .unwrap_or_default();
     format!(
-        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{}",
+        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{}{}",
         run.id,
         run.state.as_str(),
         lnk_common::summary::cut(&run.dir, DIR_IN_LINE),
         run.started_at,
         run.output_bytes,
-        if run.told { ", told" } else { "" }
+        if run.told { ", told" } else { "" },
+        run.network
+            .as_ref()
+            .map(crate::net::render::in_a_line)
+            .unwrap_or_default()
     )
 }
 

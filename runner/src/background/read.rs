@@ -158,6 +158,9 @@ fn answer(id: &RunId, read: Bytes, shown: Shown, waited: Option<Waited>, era: &E
         structured["match_offset"] = json!(waited.match_offset);
         structured["ended"] = json!(!record.status.is_running());
     }
+    if let Some(network) = &record.network {
+        structured["network"] = crate::net::render::structured(network);
+    }
     let mut text = if shown.raw {
         format!(
             "bytes {start} to {next_offset} of run {id}'s output, as they are, in base64:\n{text}"

@@ -96,7 +96,8 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                     "waited_ms": {"type": "integer", "minimum": 0, "description": "With `wait_ms`: how long the read waited."},
                     "matched": {"type": "boolean", "description": "With `wait_ms`: whether `until` was seen."},
                     "match_offset": {"type": ["integer", "null"], "minimum": 0, "description": "With `wait_ms`: where `until` starts, in the run's offsets; null when not seen."},
-                    "ended": {"type": "boolean", "description": "With `wait_ms`: whether the run has ended."}
+                    "ended": {"type": "boolean", "description": "With `wait_ms`: whether the run has ended."},
+                    "network": crate::net::render::schema()
                 },
                 "required": ["id", "state", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
                 "additionalProperties": false
@@ -292,7 +293,8 @@ fn run_schema() -> Value {
             "ended_at": {"type": ["string", "null"], "description": "RFC 3339, UTC; null while running."},
             "output_bytes": count(),
             "dropped_bytes": count(),
-            "told": {"type": "boolean"}
+            "told": {"type": "boolean"},
+            "network": crate::net::render::schema()
         },
         "required": ["id", "program", "args", "dir", "state", "exit_code", "signal", "started_at", "ended_at", "output_bytes", "dropped_bytes", "told"],
         "additionalProperties": false

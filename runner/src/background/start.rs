@@ -147,7 +147,7 @@ fn prepare(
             path,
             cwd,
         },
-        vars: config.vars.iter().cloned().collect(),
+        vars: config.program_vars().into_iter().collect(),
         limits: Limits {
             timeout_ms: duration_to_ms(background.timeout),
             output_cap_bytes: background.output,
@@ -158,6 +158,11 @@ fn prepare(
         tell_to,
         stdin,
         caches: config.layers(),
+        net_allow: config
+            .net
+            .as_ref()
+            .map(|allow| allow.texts())
+            .unwrap_or_default(),
     })
 }
 

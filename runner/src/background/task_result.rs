@@ -154,6 +154,9 @@ pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
     let left_out = rendered.left_out;
     let shown = render::shown(rendered);
     let mut text = format!("{how}\n");
+    if let Some(network) = &record.network {
+        text.push_str(&crate::net::render::refusal_lines(network));
+    }
     let _ = write!(
         text,
         "--- output (stdout and stderr together): {output_bytes} bytes"

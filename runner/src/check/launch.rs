@@ -41,6 +41,8 @@ pub struct Ran {
     pub stderr: String,
     /// How long it took, from spawn to the sandbox's end.
     pub elapsed: Duration,
+    /// What the probe's proxy counted (with `--net-allow`).
+    pub network: Option<lnk_common::network::Network>,
 }
 
 /// Runs the probe with `request` through `config`'s sandbox.
@@ -95,6 +97,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
                 status: None,
                 stderr: String::new(),
                 elapsed,
+                network: None,
             });
         }
     };
@@ -105,6 +108,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         status: Some(status),
         stderr,
         elapsed,
+        network: None,
     })
 }
 

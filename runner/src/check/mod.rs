@@ -14,6 +14,8 @@
 
 mod caches;
 mod launch;
+mod net;
+mod net_probe;
 mod plan;
 pub mod probe;
 mod verdict;
@@ -73,13 +75,22 @@ fn check(config: &Config) -> Result<Checked, String> {
 /// Runs the probe for `config`, cold or warm, and reads its answer.
 fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
     let marker = std::env::var(plan::MARKER_VARIABLE).unwrap_or_default();
-    let name = random_hex()
-        .map(|hex| format!(".lnk-sandbox-check-{hex}"))
-        .ok_or("the sandbox check found no random source for its file names")?;
-    let plan = plan::Plan::new(config, &marker, &name);
-    let ran = match via {
-        Via::Cold => launch::run(config, &plan.request),
-        Via::Warm => warm::run(config, &plan.request),
+    let random = random_hex().ok_or("the sandbox check found no random source for its names")?;
+    let name = format!(".lnk-sandbox-check-{random}");
+    let mut plan = plan::Plan::new(config, &marker, &name);
+    let net_plan = match &config.net {
+        Some(allow) => Some(net::NetPlan::new(allow, &random[..8]).map_err(|err| {
+            format!(
+                "the sandbox check could not open its listeners on this machine's loopback: {err}"
+            )
+        })?),
+        None => None,
+    };
+    plan.request.net = net_plan.as_ref().map(|net| net.request.clone());
+    let ran = match (via, &config.net) {
+        (Via::Cold, None) => launch::run(config, &plan.request),
+        (Via::Cold, Some(allow)) => net::run_cold(config, allow, &plan.request),
+        (Via::Warm, net) => warm::run(config, &plan.request, net.as_ref()),
     };
     let ran = ran.map_err(|err| {
         format!(
@@ -126,6 +137,13 @@ fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
     }
     let mut findings = verdict::judge(&plan, &answer, &appeared);
     findings.extend(caches::judge(&plan, config, &answer, &landed));
+    if let Some(net_plan) = &net_plan {
+        findings.extend(net::judge(
+            net_plan,
+            answer.net.as_ref(),
+            ran.network.as_ref(),
+        ));
+    }
     Ok(Checked {
         findings,
         elapsed: ran.elapsed,

@@ -110,6 +110,7 @@ pub fn probe(request: &Request) -> Answer {
         sockets: sockets.named,
         sockets_reachable: sockets.reachable,
         entries_searched: sockets.entries,
+        net: request.net.as_ref().map(super::net_probe::probe),
     }
 }
 

@@ -72,6 +72,11 @@ pub(super) struct ServeArgs {
     /// layer of each sandbox's own, never into the folder.
     #[arg(long = "cache", value_name = "FOLDER")]
     pub(super) caches: Vec<PathBuf>,
+    /// A host the agent's programs may reach through Link Run's proxy: `<name>[:<port>]`,
+    /// `*.<suffix>`, or an address written as one (repeatable; ports 443 and 80 when none).
+    /// The sandbox's own network stays cut.
+    #[arg(long = "net-allow", value_name = "HOST[:PORT]")]
+    pub(super) net_allow: Vec<String>,
     /// Skip the sandbox check at start (for a sandbox that cannot run the probe, or a
     /// pass-through prefix on purpose); serve then logs a warning.
     #[arg(long)]

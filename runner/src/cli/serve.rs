@@ -91,6 +91,11 @@ impl ServeArgs {
         }
         let background = self.check_background(&files, files_from)?;
         let caches = super::caches::check(&self.caches, &files, background.as_ref())?;
+        let net = match lnk_proc::net::AllowList::parse(self.net_allow.iter().map(String::as_str)) {
+            Ok(allow) if allow.is_empty() => None,
+            Ok(allow) => Some(std::sync::Arc::new(allow)),
+            Err(why) => return refuse(format!("--net-allow {why}")),
+        };
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
@@ -101,6 +106,7 @@ impl ServeArgs {
             programs,
             vars: self.vars,
             background,
+            net,
             sandbox,
             caches: crate::caches::Caches::new(caches),
         })

@@ -18,6 +18,7 @@ fn template(files_from: FilesFrom) -> Config {
         background: None,
         sandbox: vec!["/usr/bin/env".into()],
         caches: Default::default(),
+        net: None,
     }
 }
 

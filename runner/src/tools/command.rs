@@ -85,13 +85,15 @@ pub fn prepare(
         Some(text) => Some(budget.take(text).map_err(|e| e.to_string())?),
         None => None,
     };
+    let (argv, words) = config.command_line_and_words(&program, &args.args);
     Ok(CallSpec {
-        argv: config.command_line(&program, &args.args),
+        argv,
         caches: config.layers(),
         cwd,
         input,
         timeout: config.timeout,
         output: config.output,
+        net: config.net.as_ref().map(|allow| (Arc::clone(allow), words)),
     })
 }
 
@@ -116,6 +118,7 @@ mod tests {
             programs: vec!["true".into(), "echo".into()],
             vars: vec![("DISPLAY".into(), ":1".into())],
             background: None,
+            net: None,
             sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
             caches: Default::default(),
         }

@@ -25,6 +25,7 @@ fn config(files: PathBuf) -> Config {
         programs: vec!["sleep".into()],
         vars: Vec::new(),
         background: None,
+        net: None,
         sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
         caches: Default::default(),
     }

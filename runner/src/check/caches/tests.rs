@@ -8,6 +8,7 @@ fn config(unlayered: Option<&str>) -> Config {
     Config {
         files: "/w".into(),
         files_from: crate::config::FilesFrom::Flag,
+        net: None,
         programs_path: "/usr/bin:/bin".into(),
         timeout: Duration::from_secs(7),
         output: 64,
