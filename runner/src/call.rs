@@ -135,6 +135,10 @@ pub enum Ended {
 pub struct CallSpec {
     /// The full argv, sandbox first.
     pub argv: Vec<std::ffi::OsString>,
+    /// The descriptors the sandbox line names.
+    pub passed: crate::sandbox_line::pass::Passed,
+    /// What the sandbox line protects ([`crate::sandbox_line::Expanded::protected`]).
+    pub protected: crate::sandbox_line::Protected,
     /// The working folder.
     pub cwd: crate::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
@@ -155,6 +159,8 @@ pub fn run(
     let start = Instant::now();
     let mut reaper = spawn::spawn(
         &spec.argv,
+        &spec.passed,
+        &spec.protected,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use lnk_common::AgentId;
 
+use crate::sandbox_line::Expanded;
+
 /// The checked configuration of one `serve`.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -28,19 +30,28 @@ pub struct Config {
 }
 
 impl Config {
-    /// The sandbox prefix as calls run it: [`crate::sandbox_line::expand`].
-    pub fn sandbox_line(&self) -> Vec<OsString> {
+    /// The sandbox prefix as one sandbox runs it, made now: [`crate::sandbox_line::expand`].
+    /// `Err` says why this sandbox cannot be made.
+    pub fn sandbox_line(&self) -> Result<Expanded, String> {
         crate::sandbox_line::expand(&self.sandbox, &self.files)
     }
 
     /// The command line that runs `program` (a resolved path) with `args` under the sandbox,
-    /// with `--var`s set: [`lnk_common::command_line::sandboxed`].
-    pub fn command_line(&self, program: &Path, args: &[impl AsRef<OsStr>]) -> Vec<OsString> {
+    /// with `--var`s set ([`lnk_common::command_line::sandboxed`]), as the words of an
+    /// [`Expanded`] line (with the descriptors they name).
+    pub fn command_line(
+        &self,
+        program: &Path,
+        args: &[impl AsRef<OsStr>],
+    ) -> Result<Expanded, String> {
         let vars = self
             .vars
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()));
-        lnk_common::command_line::sandboxed(&self.sandbox_line(), vars, program.as_os_str(), args)
+        let mut line = self.sandbox_line()?;
+        line.words =
+            lnk_common::command_line::sandboxed(&line.words, vars, program.as_os_str(), args);
+        Ok(line)
     }
 }
 

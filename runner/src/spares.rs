@@ -27,7 +27,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -39,6 +39,8 @@ use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::reaper::{REAP, Reaper};
+use crate::sandbox_line::pass::Passed;
+use crate::sandbox_line::{Expanded, Protected};
 use crate::sync::lock;
 
 /// How long a call waits for a spare still starting to say `ready` before it starts a reaper of
@@ -75,7 +77,8 @@ static SPARES_OF_SERVE: OnceLock<Arc<Spares>> = OnceLock::new();
 pub struct Settings {
     /// The files folder (canonical), whose identity a warm spare's sandbox shows.
     pub files: PathBuf,
-    /// The sandbox prefix, for warm spares; `None` for cold starts.
+    /// The sandbox prefix as given (its words expanded for each spare), for warm spares;
+    /// `None` for cold starts.
     pub warm: Option<Vec<OsString>>,
 }
 
@@ -86,6 +89,10 @@ struct Spares {
     count: usize,
     slot: Mutex<VecDeque<Spare>>,
     taken: Condvar,
+    /// Set at serve's end: no spare is kept from then on.
+    closing: AtomicBool,
+    /// Whether the refill thread is starting a spare now.
+    starting: AtomicBool,
 }
 
 /// A spare reaper, started: its process (stdio piped), its reports, `serve`'s end of its
@@ -96,6 +103,10 @@ pub struct Spare {
     reports: Reports,
     control: OwnedFd,
     files_id: Option<(u64, u64)>,
+    /// A warm one's sandbox prefix, as expanded for it.
+    prefix: Vec<OsString>,
+    /// What a warm one's sandbox protects.
+    protected: Protected,
 }
 
 /// The device and inode of the folder at `path`.
@@ -111,6 +122,8 @@ pub fn start(settings: Settings) {
         count: how_many(),
         slot: Mutex::default(),
         taken: Condvar::new(),
+        closing: AtomicBool::new(false),
+        starting: AtomicBool::new(false),
     });
     if SPARES_OF_SERVE.set(Arc::clone(&spares)).is_err() {
         return;
@@ -135,11 +148,16 @@ pub fn start(settings: Settings) {
 /// of its own.
 pub fn hand(
     options: &Options,
+    (passed, protected): (&Passed, &Protected),
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
 ) -> Option<Reaper> {
     let spares = SPARES_OF_SERVE.get()?;
+    // A cold spare would run the call's line without the descriptors it names.
+    if spares.settings.warm.is_none() && !passed.is_empty() {
+        return None;
+    }
     let mut options = options.clone();
     options.null_stdin = !with_input;
     let files = &spares.settings.files;
@@ -148,6 +166,14 @@ pub fn hand(
         let Some(id) = spare.files_id else {
             break spare;
         };
+        // A sandbox made before a protected path appeared, went or was replaced protects what
+        // was there then: never used.
+        if spare.protected != *protected {
+            tracing::debug!("a warm spare whose protected paths changed is thrown away");
+            spare.dispose();
+            refill();
+            continue;
+        }
         match (folder_id(files), workdir.strip_prefix(files)) {
             (Some(now), Ok(dir)) if now == id => {
                 options.warm = Some(Place {
@@ -181,6 +207,30 @@ pub fn hand(
             );
             None
         }
+    }
+}
+
+/// How long serve's end waits for a spare being started to be done, to dispose of it too.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// At serve's end: disposes of every spare (its warm sandbox killed, and reaped), and keeps no
+/// other, so that what their sandboxes held is free (the placeholders of the protected paths,
+/// [`crate::sandbox_line::protected`]).
+pub fn stop_all() {
+    let Some(spares) = SPARES_OF_SERVE.get() else {
+        return;
+    };
+    spares.closing.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + STOP_WITHIN;
+    loop {
+        let ready: Vec<Spare> = lock(&spares.slot).drain(..).collect();
+        for spare in ready {
+            spare.dispose();
+        }
+        if !spares.starting.load(Ordering::SeqCst) || Instant::now() > deadline {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -270,7 +320,13 @@ impl Spares {
                     break;
                 }
             }
-            match Spare::start(&self.settings) {
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            self.starting.store(true, Ordering::SeqCst);
+            let started = Spare::start(&self.settings);
+            match started {
+                Ok(spare) if self.closing.load(Ordering::SeqCst) => spare.dispose(),
                 Ok(spare) => {
                     lock(&self.slot).push_back(spare);
                     failures = 0;
@@ -286,6 +342,7 @@ impl Spares {
                     thread::sleep(RETRY_AFTER);
                 }
             }
+            self.starting.store(false, Ordering::SeqCst);
             if let Some(first) = first.take() {
                 let _ = first.send(());
             }
@@ -305,12 +362,19 @@ impl Spare {
             ),
             None => None,
         };
+        // Expanded for this sandbox: the protected paths found now, placeholders made.
+        let line = match &settings.warm {
+            Some(prefix) => {
+                crate::sandbox_line::expand(prefix, &settings.files).map_err(io::Error::other)?
+            }
+            None => Expanded::default(),
+        };
         let (read, write) = report::pipe()?;
         let (control, theirs) = spare::pair()?;
         let mut command = Command::new("/proc/self/exe");
         command.arg0("lnk-link-run").arg(REAP).arg(spare::SPARE);
-        if let Some(prefix) = &settings.warm {
-            command.arg(WARM).args(prefix);
+        if settings.warm.is_some() {
+            command.arg(WARM).args(&line.words);
         }
         command
             .stdin(Stdio::piped())
@@ -319,14 +383,17 @@ impl Spare {
         // An empty environment, a session of its own, its signals blocked, SIGTERM at the death
         // of this thread (which lives as long as serve): as every call's reaper.
         launch::prepare_spare(&mut command, &write, &theirs);
+        let staged = line.passed.pass_to(&mut command)?;
         let mut child = command.spawn()?;
-        drop((write, theirs));
+        drop((write, theirs, staged));
         match Reports::new(read) {
             Ok(reports) => Ok(Spare {
                 child,
                 reports,
                 control,
                 files_id,
+                prefix: line.words,
+                protected: line.protected,
             }),
             Err(err) => {
                 let _ = child.kill();
@@ -355,7 +422,7 @@ impl Spare {
             mut child,
             reports,
             control,
-            files_id: _,
+            ..
         } = self;
         drop(control);
         if !with_input {
@@ -363,6 +430,11 @@ impl Spare {
             child.stdin = None;
         }
         Ok(Reaper { child, reports })
+    }
+
+    /// The sandbox prefix a warm spare runs, as expanded for it (empty for a cold one).
+    pub fn prefix(&self) -> &[OsString] {
+        &self.prefix
     }
 
     /// Waits until the spare has said `ready`.
@@ -404,7 +476,7 @@ impl Spare {
             child,
             reports,
             control,
-            files_id: _,
+            ..
         } = self;
         drop(control);
         let _ = Reaper { child, reports }.stop_and_finish();

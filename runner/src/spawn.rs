@@ -12,15 +12,20 @@ use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
 use crate::reaper::{REAP, Reaper};
+use crate::sandbox_line::Protected;
+use crate::sandbox_line::pass::Passed;
 
 /// Starts `argv` under a reaper of its own, in `cwd` (the folder `workdir`), with piped stdout and stderr, stdin
 /// piped when `with_input` (else empty): a spare started ahead of the call when there is one
-/// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
+/// ([`crate::spares`]) whose sandbox protects what the call's line does (`protected`), else
+/// one started now, holding the descriptors the line names (`passed`). A spare gets SIGTERM on the death of the
 /// `spares` thread, which lives as long as serve; a reaper started now on the death of the
 /// calling thread: the caller keeps this thread alive until the reaper is reaped
 /// ([`Reaper::finish`]). Either kills the call then.
 pub fn spawn(
     argv: &[OsString],
+    passed: &Passed,
+    protected: &Protected,
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
@@ -31,14 +36,22 @@ pub fn spawn(
     let mut options = Options::new(argv.to_vec(), Duration::ZERO, LEFTOVER_GRACE);
     options.hold_start = hold::path_for(Step::CallReaper);
     options.hold_exec = hold::path_for(Step::CallExec);
-    if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input) {
+    if let Some(reaper) =
+        crate::spares::hand(&options, (passed, protected), cwd, workdir, with_input)
+    {
         return Ok(reaper);
     }
-    start(&options, cwd, with_input)
+    start(&options, passed, cwd, with_input)
 }
 
-/// Starts a reaper for the call now, on the calling thread, with `options` on its command line.
-fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+/// Starts a reaper for the call now, on the calling thread, with `options` on its command line
+/// and the descriptors `passed` at their numbers.
+fn start(
+    options: &Options,
+    passed: &Passed,
+    cwd: BorrowedFd<'_>,
+    with_input: bool,
+) -> io::Result<Reaper> {
     let (read, write) = report::pipe()?;
     // `/proc/self/exe` is this very executable even when its file was replaced since.
     let mut command = Command::new("/proc/self/exe");
@@ -58,8 +71,9 @@ fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result
     // `--clearenv` clears only the program's. `prepare` clears the reaper's, and the reaper
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
     launch::prepare(&mut command, Some(cwd), &write);
+    let staged = passed.pass_to(&mut command)?;
     let child = command.spawn()?;
-    drop(write);
+    drop((write, staged));
     let reports = match Reports::new(read) {
         Ok(reports) => reports,
         Err(err) => {

@@ -31,7 +31,7 @@ pub fn settings(config: &Config, warmth: Result<(), String>, checked: bool) -> S
                      a sandbox that cannot run the stub gets cold starts)"
                 );
             }
-            Some(config.sandbox_line())
+            Some(config.sandbox.clone())
         }
         Err(why) if cold_asked() => {
             tracing::info!("calls start cold: {why} ({COLD_START_VARIABLE}=1)");

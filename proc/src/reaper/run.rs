@@ -27,7 +27,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match args.as_slice() {
         [only] if only == SPARE => return run_spare(None),
         [spare, warm, prefix @ ..] if spare == SPARE && warm == WARM && !prefix.is_empty() => {
-            return run_spare(Some(Warm::new(prefix.to_vec())));
+            let passed = passed_fds(prefix);
+            return run_spare_passing(Some(Warm::new(prefix.to_vec())), &passed);
         }
         _ => {}
     }
@@ -46,11 +47,30 @@ fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
     ExitCode::from(FAILED_EXIT)
 }
 
+/// The options of bubblewrap's that bind a descriptor the sandbox program inherits.
+const FD_BINDS: [&str; 2] = ["--bind-fd", "--ro-bind-fd"];
+
+/// The descriptors the sandbox's words bind (`--bind-fd <n> <path>`, `--ro-bind-fd …`), from
+/// [`PASSED_FDS_FROM`] up: whatever started this reaper put them there for the sandbox.
+pub fn passed_fds(words: &[OsString]) -> Vec<i32> {
+    words
+        .windows(2)
+        .filter(|pair| FD_BINDS.iter().any(|flag| pair[0] == *flag))
+        .filter_map(|pair| pair[1].to_str()?.parse().ok())
+        .filter(|fd| *fd >= PASSED_FDS_FROM)
+        .collect()
+}
+
+/// The lowest descriptor a sandbox's words may name for the reaper to keep open across the
+/// sandbox's exec ([`passed_fds`]): above every one a reaper places or opens for itself.
+pub const PASSED_FDS_FROM: i32 = 100;
+
 /// What every reaper does first: its signals read from a signalfd, and child subreaper.
-fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
+/// `passed` are the descriptors the sandbox's words name, kept open for it.
+fn set_up(report: &Reporter, passed: &[i32]) -> Result<BlockedSignals, ExitCode> {
     // Whatever this process inherited beyond stdio (a host that leaks descriptors into
-    // `serve`, say) must not reach the sandbox.
-    close_on_exec_beyond_stdio();
+    // `serve`, say) must not reach the sandbox; what its words bind must.
+    close_on_exec_beyond_stdio(passed);
     let signals = BlockedSignals::new().map_err(|err| failed(report, &err))?;
     children::become_subreaper().map_err(|err| failed(report, &err))?;
     // Not dumpable: under a sandbox without a PID namespace a program (the same user) could
@@ -65,7 +85,7 @@ fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
 /// Runs the sandbox of `options` to its end; see the module docs of [`super`].
 pub fn run(options: &Options) -> ExitCode {
     let report = Reporter::from_fd3();
-    match set_up(&report) {
+    match set_up(&report, &passed_fds(&options.argv)) {
         Ok(signals) => run_set_up(options, &report, &signals, None),
         Err(code) => code,
     }
@@ -75,12 +95,17 @@ pub fn run(options: &Options) -> ExitCode {
 /// enters the call's folder and runs it as [`run`] would (in its warm sandbox, when it has one
 /// that can take the call). Nothing runs when the socket ends before the call is whole or a
 /// stop comes first.
-pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
+pub fn run_spare(warm: Option<Warm>) -> ExitCode {
+    run_spare_passing(warm, &[])
+}
+
+/// [`run_spare`], keeping open the descriptors `passed` that its warm sandbox's words bind.
+fn run_spare_passing(mut warm: Option<Warm>, passed: &[i32]) -> ExitCode {
     let report = Reporter::from_fd3();
     let Some(control) = Control::from_fd4() else {
         return failed(&report, &io::Error::from(Errno::BADF));
     };
-    let signals = match set_up(&report) {
+    let signals = match set_up(&report, passed) {
         Ok(signals) => signals,
         Err(code) => return code,
     };
@@ -202,8 +227,8 @@ fn run_set_up(
 }
 
 /// Marks every descriptor above stderr close-on-exec (read from `/proc/self/fd`; the reaper's
-/// own are already).
-fn close_on_exec_beyond_stdio() {
+/// own are already), but those in `passed`, which are the sandbox's.
+fn close_on_exec_beyond_stdio(passed: &[i32]) {
     let Ok(mut entries) = std::fs::read_dir("/proc/self/fd") else {
         return;
     };
@@ -211,7 +236,7 @@ fn close_on_exec_beyond_stdio() {
         .by_ref()
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
+        .filter(|fd| *fd > 2 && !passed.contains(fd))
         .collect();
     // The listing stays open meanwhile, so every listed descriptor is open (the reaper has one
     // thread: nothing closes one in between).

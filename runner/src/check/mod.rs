@@ -206,8 +206,7 @@ fn prove_warm(config: &Config, cold: &Checked) -> Warmth {
 /// still runs the probe for the person to read, but answers that serve would start.
 pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
     let mut out = String::new();
-    let sandbox: Vec<String> = config
-        .sandbox_line()
+    let sandbox: Vec<String> = crate::sandbox_line::shown(&config.sandbox, &config.files)
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

@@ -24,15 +24,19 @@ use crate::spares::{Settings, Spare, folder_id};
 pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     let settings = Settings {
         files: config.files.clone(),
-        warm: Some(config.sandbox_line()),
+        warm: Some(config.sandbox.clone()),
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
+    let started = Instant::now();
+    let spare = Spare::start(&settings)?;
+    // The spare's own prefix, as expanded for its sandbox: a call that names another is run
+    // cold, and this one must run warm.
     let no_vars: [(&str, &str); 0] = [];
     let argv = lnk_common::command_line::sandboxed(
-        &config.sandbox_line(),
+        spare.prefix(),
         no_vars,
         "/proc/self/exe".as_ref(),
         &[SUBCOMMAND],
@@ -46,8 +50,6 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     options.warm_only = true;
     let spec = spare::encode(&options)
         .ok_or_else(|| std::io::Error::other("the probe's spec is too large"))?;
-    let started = Instant::now();
-    let spare = Spare::start(&settings)?;
     let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true)?;
     let (_readers, done_rx) = exchange(
         "warm probe",

@@ -85,8 +85,13 @@ pub fn prepare(
         Some(text) => Some(budget.take(text).map_err(|e| e.to_string())?),
         None => None,
     };
+    let line = config
+        .command_line(&program, &args.args)
+        .map_err(|why| format!("the call's sandbox cannot be made: {why}. Nothing ran"))?;
     Ok(CallSpec {
-        argv: config.command_line(&program, &args.args),
+        argv: line.words,
+        passed: line.passed,
+        protected: line.protected,
         cwd,
         input,
         timeout: config.timeout,
