@@ -39,6 +39,19 @@ pub struct Request {
     pub scan_shallow: Vec<PathBuf>,
     /// Paths not to report sockets under (the files folder, the way in).
     pub scan_skip: Vec<PathBuf>,
+    /// Protected paths of the files folder to try to change ([`ProtectedTry`]).
+    #[serde(default)]
+    pub protected: Vec<ProtectedTry>,
+}
+
+/// One try at a protected path from inside.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ProtectedTry {
+    /// Open the file for writing (nothing is written), making it if it is missing.
+    Write(PathBuf),
+    /// Make the file named [`Request::write_name`] in the folder, making the folder first if it
+    /// is missing.
+    CreateIn(PathBuf),
 }
 
 /// A file's identity, as the record names an output file's ([`FileId`]): it is the same file
@@ -84,4 +97,7 @@ pub struct Answer {
     pub sockets_reachable: usize,
     /// How many folder entries the socket search looked at.
     pub entries_searched: usize,
+    /// For each of [`Request::protected`]: what the try did (`None` when it could not).
+    #[serde(default)]
+    pub protected: Vec<Option<String>>,
 }
