@@ -221,6 +221,7 @@ fn launch_run_with(
     fail: impl Fn(StartStep) -> std::io::Result<()>,
 ) -> Result<(Answer, Record), Answer> {
     let state = StateDir::new(&background.state);
+    let files_folder = launch.files.clone();
     let failed = |what: &str, err: &(dyn std::error::Error + 'static)| {
         let why = Causes(err);
         tracing::error!("{what}: {why}");
@@ -261,6 +262,8 @@ fn launch_run_with(
         )),
         step => failed(step.doing(), &e.source),
     })?;
+    // Its sandbox comes up after this answer: what it binds must stay until then.
+    crate::sandbox_line::protected::run_started(&files_folder);
     let spawned = fail(StartStep::Supervisor).and_then(|()| {
         // The input goes through a pipe, never the disk; the record holds its length only.
         let input = input

@@ -185,11 +185,13 @@ impl Plan {
         add("a host's project file", ".mcp.json", false);
         add("a host's project settings", ".claude", true);
         add("the CI workflows", ".github/workflows", true);
+        // The same tries whatever the sandboxes made before (a placeholder `.git` is no
+        // repository), so that a warm probe tries what the cold one did.
         let git = files.join(".git");
         if git.join("HEAD").is_file() {
             add("the repository's configuration", ".git/config", false);
             add("the repository's hooks", ".git/hooks", true);
-        } else if git.symlink_metadata().is_err() {
+        } else if git.is_dir() || git.symlink_metadata().is_err() {
             add("a repository at the top (a `git init`)", ".git", true);
         }
         if let Some(nested) = nested_repository(files) {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use lnk_common::record::FileId;
 
-pub use lifetime::leave;
+pub use lifetime::{leave, run_started};
 pub use scan::Hold;
 
 /// The word that stands for the protected paths' binds.

@@ -48,6 +48,50 @@ struct Lease {
 /// The leases this process holds, one per files folder; `None` once it has left.
 static LEASES: Mutex<Option<Vec<Lease>>> = Mutex::new(Some(Vec::new()));
 
+/// How long after a background run's start its sandbox may still be on its way up: its
+/// supervisor starts it after `serve` has answered, and a placeholder removed before then
+/// (nothing has a mount on it yet) fails the run's sandbox (bubblewrap cannot bind a removed
+/// file). A clean-up that comes sooner, in this process or another, leaves the placeholders to
+/// a later one.
+const RUN_MAY_START_WITHIN: Duration = Duration::from_secs(10);
+
+/// A background run of `files` was started: its sandbox is on its way up. Written down beside
+/// the folder's list, for every process's clean-up to see ([`RUN_MAY_START_WITHIN`]).
+pub fn run_started(files: &Path) {
+    let leases = lock(&LEASES);
+    let Some(lease) = leases
+        .as_ref()
+        .and_then(|l| l.iter().find(|lease| lease.files == files))
+    else {
+        return;
+    };
+    let stamp = rustix::fs::openat(
+        &lease.dir,
+        lease.started(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    );
+    match stamp {
+        // Its time of change is the stamp.
+        Ok(fd) => drop(std::fs::File::from(fd).write_all(b"started\n")),
+        Err(err) => tracing::warn!("cannot note a run's start for the clean-up: {err}"),
+    }
+}
+
+/// Whether a run of the lease's folder started a moment ago.
+fn run_starting(lease: &Lease) -> bool {
+    rustix::fs::statat(&lease.dir, lease.started(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
+        let changed = std::time::UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(s.st_mtime).unwrap_or(0),
+                u32::try_from(s.st_mtime_nsec).unwrap_or(0),
+            );
+        changed
+            .elapsed()
+            .map_or(true, |age| age < RUN_MAY_START_WITHIN)
+    })
+}
+
 /// Holds the files folder's lock (shared) from now to [`leave`], cleaning up what an earlier
 /// process left first when no other holds it. Without a usable folder for the lists nothing is
 /// held, and placeholders stay.
@@ -88,6 +132,8 @@ pub fn hold(files: &Path) -> Result<(), String> {
         key,
         lock: lock_fd,
     };
+    lease.name_the_folder();
+    sweep(lease.dir.as_fd(), &lease.key);
     if rustix::fs::flock(&lease.lock, FlockOperation::NonBlockingLockExclusive).is_ok() {
         clean_up(&lease);
     }
@@ -156,6 +202,94 @@ impl Lease {
     fn list(&self) -> String {
         format!("protected-{}.made", self.key)
     }
+
+    fn started(&self) -> String {
+        format!("protected-{}.started", self.key)
+    }
+
+    /// Writes down which folder the key stands for, for [`sweep`].
+    fn name_the_folder(&self) {
+        if let Ok(fd) = rustix::fs::openat(
+            &self.dir,
+            format!("protected-{}.files", self.key),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            let _ = std::fs::File::from(fd).write_all(self.files.as_os_str().as_bytes());
+        }
+    }
+}
+
+/// How many other folders' lists one start looks at.
+const SWEPT: usize = 64;
+
+/// Removes the lock and lists of files folders that no longer exist (a test's, say), when no
+/// process holds their lock.
+fn sweep(dir: BorrowedFd<'_>, ours: &str) {
+    let Ok(fd) = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let Ok(entries) = rustix::fs::Dir::new(fd) else {
+        return;
+    };
+    let keys: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_str().ok()?;
+            let key = name.strip_prefix("protected-")?.strip_suffix(".files")?;
+            (key != ours).then(|| key.to_owned())
+        })
+        .take(SWEPT)
+        .collect();
+    for key in keys {
+        let named = format!("protected-{key}.files");
+        let Ok(fd) = rustix::fs::openat(
+            dir,
+            &named,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue;
+        };
+        let mut path = Vec::new();
+        if std::fs::File::from(fd)
+            .take(1 << 16)
+            .read_to_end(&mut path)
+            .is_err()
+        {
+            continue;
+        }
+        let files =
+            PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path));
+        if files.as_os_str().is_empty() || files.symlink_metadata().is_ok() {
+            continue;
+        }
+        let lock = format!("protected-{key}.lock");
+        let Ok(lock_fd) = rustix::fs::openat(
+            dir,
+            &lock,
+            OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            let _ = rustix::fs::unlinkat(dir, &named, AtFlags::empty());
+            continue;
+        };
+        if rustix::fs::flock(&lock_fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            for name in [
+                format!("protected-{key}.made"),
+                format!("protected-{key}.started"),
+                named,
+                lock,
+            ] {
+                let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+            }
+        }
+    }
 }
 
 /// One line of the list: kind, device, inode, the path (relative, in hex).
@@ -192,6 +326,10 @@ fn parse(line: &str) -> Option<Made> {
 /// Removes the listed placeholders that are unused, under the exclusive lock; keeps the others
 /// listed.
 fn clean_up(lease: &Lease) {
+    if run_starting(lease) {
+        tracing::debug!("a background run may still be starting: placeholders left for later");
+        return;
+    }
     let mut text = String::new();
     if let Ok(fd) = rustix::fs::openat(
         &lease.dir,
