@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 use crate::sandbox_line::protected::scan;
+use lnk_common::record::FileId;
 use std::fs;
 use std::process::{Command, Stdio};
 

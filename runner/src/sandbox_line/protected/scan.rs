@@ -16,13 +16,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use lnk_common::record::FileId;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::names::{
@@ -246,145 +244,6 @@ impl Search<'_> {
         Ok(Some(fd))
     }
 
-    /// Protects the repository at `repo` (relative; empty for the files folder itself), which
-    /// holds a `.git`: its git folder's parts, and for a nested one, the folders down to it
-    /// pinned and the protected names it holds. Its git folder is a folder or a `gitdir:` file.
-    fn repository(&mut self, repo: &Path, top: bool) -> Result<(), String> {
-        if !top {
-            self.pin_down_to(repo)?;
-        }
-        let dir = self.reopen(repo)?;
-        let git = repo.join(GIT);
-        match self.open_at(dir.as_fd(), &git)? {
-            // A git folder with no `HEAD` is no repository (the placeholder at the top is
-            // one): held read-only as a whole, so that no program makes one of it.
-            Some((fd, FileType::Directory))
-                if rustix::fs::statat(&fd, "HEAD", AtFlags::SYMLINK_NOFOLLOW).is_err() =>
-            {
-                self.add(&git, Hold::ReadOnly, fd)?;
-            }
-            Some((fd, FileType::Directory)) => {
-                self.add(&git, Hold::Pin, fd)?;
-                self.git_folder(&git, top)?;
-            }
-            Some((fd, FileType::RegularFile)) => {
-                self.add(&git, Hold::ReadOnly, fd)?;
-                if let Some(target) = self.pointer(&git, repo)? {
-                    self.pointed_git_folder(&target, top)?;
-                }
-            }
-            Some((_, FileType::Symlink)) if top => return Err(self.refuse_link(&git)),
-            Some((_, FileType::Symlink)) | None => return Ok(()),
-            // Something else (a FIFO, say): held as it is, so that no repository takes its place.
-            Some((fd, _)) => self.add(&git, Hold::ReadOnly, fd)?,
-        }
-        if !top {
-            for name in TOP {
-                self.name(dir.as_fd(), &repo.join(name.name), Placeholder::None, false)?;
-            }
-            if let Some((fd, FileType::Directory)) =
-                self.open_at(dir.as_fd(), &repo.join(GITHUB))?
-                && let Some((workflows, kind)) = self.open_at(fd.as_fd(), Path::new(WORKFLOWS))?
-                && kind != FileType::Symlink
-            {
-                self.add(&repo.join(GITHUB), Hold::Pin, fd)?;
-                self.add(
-                    &repo.join(GITHUB).join(WORKFLOWS),
-                    Hold::ReadOnly,
-                    workflows,
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Protects the git folder `git` (relative, pinned already): its parts, placeholders for the
-    /// missing ones that need one, and the common folder its `commondir` names.
-    fn git_folder(&mut self, git: &Path, strict: bool) -> Result<(), String> {
-        let fd = self.reopen(git)?;
-        let id = identity(fd.as_fd())?;
-        if !self.gitdirs.insert(id) {
-            return Ok(());
-        }
-        if self.gitdirs.len() > MAX_REPOSITORIES {
-            return Err(format!(
-                "the files folder holds more than {MAX_REPOSITORIES} repositories within {} \
-                 levels; Link Run protects each one's git folder and will not protect only \
-                 some: give a folder with fewer as --files",
-                NESTED_LEVELS
-            ));
-        }
-        for part in GIT_PARTS {
-            self.name(fd.as_fd(), &git.join(part.name), part.missing, strict)?;
-        }
-        if let Some(common) = self.pointer(&git.join("commondir"), git)? {
-            self.pointed_git_folder(&common, false)?;
-        }
-        Ok(())
-    }
-
-    /// Protects a git folder another points to (`target`, relative), pinning the folders down
-    /// to it. One under a path already read-only (a worktree's, under `.git/worktrees`) is held
-    /// already.
-    fn pointed_git_folder(&mut self, target: &Path, strict: bool) -> Result<(), String> {
-        if self.held_read_only(target) {
-            return Ok(());
-        }
-        self.pin_down_to(target)?;
-        self.git_folder(target, strict)
-    }
-
-    /// Where the file `rel` (a `gitdir:` file, or a `commondir`) points, relative to the files
-    /// folder, when that is inside it; `base` is what a relative pointer is relative to.
-    fn pointer(&mut self, rel: &Path, base: &Path) -> Result<Option<PathBuf>, String> {
-        let Ok(fd) = rustix::fs::openat(
-            &self.root,
-            rel,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return Ok(None);
-        };
-        let mut text = Vec::new();
-        if std::fs::File::from(fd)
-            .take(MAX_POINTER)
-            .read_to_end(&mut text)
-            .is_err()
-        {
-            return Ok(None);
-        }
-        let text = String::from_utf8_lossy(&text);
-        let line = text.lines().next().unwrap_or_default().trim();
-        let target = line.strip_prefix("gitdir:").unwrap_or(line).trim();
-        if target.is_empty() {
-            return Ok(None);
-        }
-        // Followed as the user's git follows it, to learn where it leads; what is then
-        // protected is opened again from the files folder without following any link.
-        let Ok(resolved) = self.files.join(base).join(target).canonicalize() else {
-            return Ok(None);
-        };
-        Ok(resolved
-            .strip_prefix(self.files)
-            .ok()
-            .filter(|inside| !inside.as_os_str().is_empty())
-            .map(Path::to_path_buf))
-    }
-
-    /// Pins each folder from the top down to `rel` (included).
-    fn pin_down_to(&mut self, rel: &Path) -> Result<(), String> {
-        let mut at = PathBuf::new();
-        for part in rel.components() {
-            at.push(part);
-            if self.bound.contains_key(&at) {
-                continue;
-            }
-            let fd = self.reopen(&at)?;
-            self.add(&at.clone(), Hold::Pin, fd)?;
-        }
-        Ok(())
-    }
-
     /// Whether `rel` lies under a path already bound read-only.
     fn held_read_only(&self, rel: &Path) -> bool {
         rel.ancestors()
@@ -396,7 +255,20 @@ impl Search<'_> {
         if self.held_read_only(rel) || self.bound.contains_key(rel) {
             return Ok(());
         }
-        let id = identity(fd.as_fd())?;
+        let stat = rustix::fs::fstat(&fd)
+            .map_err(|e| format!("cannot look at {}: {e}", self.shown(rel)))?;
+        // Read-only under this name, it would stay writable under another.
+        if hold == Hold::ReadOnly
+            && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+            && stat.st_nlink > 1
+        {
+            return Err(format!(
+                "{} has other names (hard links): a program could change it through another \
+                 one, so it cannot be held read-only; replace it with a copy",
+                self.shown(rel)
+            ));
+        }
+        let id = FileId::from_stat(&stat);
         self.bound.insert(
             rel.to_path_buf(),
             Bound {
@@ -445,87 +317,6 @@ impl Search<'_> {
         }
         Ok(fd)
     }
-
-    /// The nested repositories: folders down to [`NESTED_LEVELS`] below the top that hold a
-    /// `.git`, searched depth first without following links, each folder opened from its
-    /// parent's handle (at most one handle a level is open at a time).
-    fn nested(&mut self) -> Result<(), String> {
-        let top = open_dir(self.root.as_fd(), Path::new("."))
-            .map_err(|e| format!("cannot read the files folder {}: {e}", self.files.display()))?;
-        let mut repositories = Vec::new();
-        self.search(top, PathBuf::new(), 0, &mut repositories)?;
-        for repo in repositories {
-            // Reached again without following a link: a folder swapped for one since it was
-            // listed holds nothing of the user's to protect.
-            if self.reopen(&repo).is_ok() {
-                self.repository(&repo, false)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Looks through the folder `dir` (at `rel`, `depth` levels down) for folders that hold a
-    /// `.git`, and below them while under [`NESTED_LEVELS`].
-    fn search(
-        &mut self,
-        dir: OwnedFd,
-        rel: PathBuf,
-        depth: usize,
-        found: &mut Vec<PathBuf>,
-    ) -> Result<(), String> {
-        let Ok(entries) = rustix::fs::Dir::new(dir.try_clone().map_err(|e| e.to_string())?) else {
-            return Ok(());
-        };
-        for entry in entries {
-            // A folder that cannot be read to its end holds nothing more a program here could
-            // read either.
-            let Ok(entry) = entry else { break };
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." || name == GIT || NOT_SEARCHED.iter().any(|s| name == *s)
-            {
-                continue;
-            }
-            // The top's protected names are held read-only as a whole already.
-            if depth == 0 && (name == GITHUB || TOP.iter().any(|t| name == t.name)) {
-                continue;
-            }
-            if !matches!(entry.file_type(), FileType::Directory | FileType::Unknown) {
-                continue;
-            }
-            // Opened without following a link: a link (or, for an unknown kind, anything but
-            // a folder) fails here and is passed over.
-            let Ok(child) = open_dir(dir.as_fd(), Path::new(name)) else {
-                continue;
-            };
-            self.folders += 1;
-            if self.folders > MAX_FOLDERS {
-                return Err(format!(
-                    "the files folder {} holds more than {MAX_FOLDERS} folders within {} \
-                     levels (not counting {}); Link Run looks through them all for nested \
-                     repositories to protect, and will not protect only some: give a smaller \
-                     folder as --files",
-                    self.files.display(),
-                    NESTED_LEVELS,
-                    NOT_SEARCHED.join(", ")
-                ));
-            }
-            let child_rel = rel.join(name);
-            let holds_git =
-                rustix::fs::statat(&child, GIT, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
-                    matches!(
-                        FileType::from_raw_mode(s.st_mode),
-                        FileType::Directory | FileType::RegularFile
-                    )
-                });
-            if holds_git {
-                found.push(child_rel.clone());
-            }
-            if depth + 1 < NESTED_LEVELS {
-                self.search(child, child_rel, depth + 1, found)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Opens a folder by path for reading, refusing a link as its last component.
@@ -548,6 +339,10 @@ fn identity(fd: BorrowedFd<'_>) -> Result<FileId, String> {
         .map(|stat| FileId::from_stat(&stat))
         .map_err(|e| format!("cannot look at a protected path: {e}"))
 }
+
+mod named;
+mod nested;
+mod repository;
 
 #[cfg(test)]
 #[path = "scan_tests.rs"]

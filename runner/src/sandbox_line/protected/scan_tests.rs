@@ -169,6 +169,46 @@ fn every_bound_handle_is_the_file_found_opened_without_following_links() {
 }
 
 #[test]
+fn what_the_configuration_sends_git_to_is_held_too() {
+    let (_dir, files) = folder();
+    git(&["init", "-q"], &files);
+    git(&["config", "core.hooksPath", "tools/hooks"], &files);
+    git(&["config", "include.path", "../shared.cfg"], &files);
+    fs::write(files.join("shared.cfg"), "[user]\n").unwrap();
+    let found = scan(&files).unwrap();
+    // The hooks folder is missing: the first missing folder stands in for it.
+    assert_eq!(held(&found, "tools"), Some(Hold::ReadOnly));
+    assert!(files.join("tools").is_dir());
+    assert_eq!(held(&found, "shared.cfg"), Some(Hold::ReadOnly));
+    fs::remove_dir(files.join("tools")).unwrap();
+    fs::create_dir_all(files.join("tools/hooks")).unwrap();
+    let found = scan(&files).unwrap();
+    assert_eq!(held(&found, "tools"), Some(Hold::Pin));
+    assert_eq!(held(&found, "tools/hooks"), Some(Hold::ReadOnly));
+}
+
+#[test]
+fn hooks_and_files_held_read_only_must_be_their_own() {
+    let (_dir, files) = folder();
+    git(&["init", "-q"], &files);
+    fs::write(files.join("mine.sh"), "#!/bin/sh\n").unwrap();
+    symlink(files.join("mine.sh"), files.join(".git/hooks/pre-commit")).unwrap();
+    let err = scan(&files).unwrap_err();
+    assert!(err.contains("pre-commit"), "{err}");
+    fs::remove_file(files.join(".git/hooks/pre-commit")).unwrap();
+    fs::hard_link(files.join("mine.sh"), files.join(".git/hooks/pre-commit")).unwrap();
+    assert!(scan(&files).unwrap_err().contains("pre-commit"));
+    fs::remove_file(files.join(".git/hooks/pre-commit")).unwrap();
+    // A protected file with another name in the files folder.
+    fs::hard_link(files.join(".git/config"), files.join("config-too")).unwrap();
+    let err = scan(&files).unwrap_err();
+    assert!(
+        err.contains(".git/config") && err.contains("hard links"),
+        "{err}"
+    );
+}
+
+#[test]
 #[ignore]
 fn scan_speed() {
     let Some(files) = std::env::var_os("LNK_SCAN_DIR") else {
