@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use std::{io, thread};
 
 use lnk_common::record::FileId;
+use lnk_proc::reaper::COLD;
 use lnk_proc::reaper::warm::{Place, WARM};
 use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -80,6 +81,10 @@ pub struct Settings {
     /// The sandbox prefix as given (its words expanded for each spare), for warm spares;
     /// `None` for cold starts.
     pub warm: Option<Vec<OsString>>,
+    /// For cold spares, the sandbox prefix as given when it names descriptors to hold
+    /// ([`crate::sandbox_line::holds_protected`]): each cold spare holds those of its own
+    /// expansion, and runs a call whose line protects the same.
+    pub cold: Option<Vec<OsString>>,
 }
 
 /// The spares ready, oldest first, and the refill thread's wake-up.
@@ -105,8 +110,10 @@ pub struct Spare {
     files_id: Option<(u64, u64)>,
     /// A warm one's sandbox prefix, as expanded for it.
     prefix: Vec<OsString>,
-    /// What a warm one's sandbox protects.
+    /// What its sandbox (warm, or for a cold one, the line it holds descriptors for) protects.
     protected: Protected,
+    /// How many descriptors it holds for its sandbox.
+    passes: usize,
 }
 
 /// The device and inode of the folder at `path`.
@@ -154,26 +161,26 @@ pub fn hand(
     with_input: bool,
 ) -> Option<Reaper> {
     let spares = SPARES_OF_SERVE.get()?;
-    // A cold spare would run the call's line without the descriptors it names.
-    if spares.settings.warm.is_none() && !passed.is_empty() {
-        return None;
-    }
     let mut options = options.clone();
     options.null_stdin = !with_input;
     let files = &spares.settings.files;
     let spare = loop {
         let spare = spares.take()?;
-        let Some(id) = spare.files_id else {
-            break spare;
-        };
         // A sandbox made before a protected path appeared, went or was replaced protects what
-        // was there then: never used.
-        if spare.protected != *protected {
-            tracing::debug!("a warm spare whose protected paths changed is thrown away");
+        // was there then, and a cold spare holds the descriptors of its own finding: never
+        // used for a call whose line protects something else. (A cold spare whose line passes
+        // nothing holds nothing, and runs the call's line as it is.)
+        if spare.protected != *protected
+            || (spare.files_id.is_none() && spare.passes != passed.len())
+        {
+            tracing::debug!("a spare whose protected paths changed is thrown away");
             spare.dispose();
             refill();
             continue;
         }
+        let Some(id) = spare.files_id else {
+            break spare;
+        };
         match (folder_id(files), workdir.strip_prefix(files)) {
             (Some(now), Ok(dir)) if now == id => {
                 options.warm = Some(Place {
@@ -363,7 +370,7 @@ impl Spare {
             None => None,
         };
         // Expanded for this sandbox: the protected paths found now, placeholders made.
-        let line = match &settings.warm {
+        let line = match settings.warm.as_ref().or(settings.cold.as_ref()) {
             Some(prefix) => {
                 crate::sandbox_line::expand(prefix, &settings.files).map_err(io::Error::other)?
             }
@@ -375,6 +382,8 @@ impl Spare {
         command.arg0("lnk-link-run").arg(REAP).arg(spare::SPARE);
         if settings.warm.is_some() {
             command.arg(WARM).args(&line.words);
+        } else if settings.cold.is_some() {
+            command.arg(COLD).args(&line.words);
         }
         command
             .stdin(Stdio::piped())
@@ -392,6 +401,7 @@ impl Spare {
                 reports,
                 control,
                 files_id,
+                passes: line.passed.len(),
                 prefix: line.words,
                 protected: line.protected,
             }),

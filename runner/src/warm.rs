@@ -42,8 +42,12 @@ pub fn settings(config: &Config, warmth: Result<(), String>, checked: bool) -> S
             None
         }
     };
+    // Cold spares hold the descriptors of the protected paths of their own finding.
+    let cold = (warm.is_none() && crate::sandbox_line::holds_protected(&config.sandbox))
+        .then(|| config.sandbox.clone());
     Settings {
         files: config.files.clone(),
         warm,
+        cold,
     }
 }

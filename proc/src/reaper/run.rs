@@ -30,6 +30,11 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             let passed = passed_fds(prefix);
             return run_spare_passing(Some(Warm::new(prefix.to_vec())), &passed);
         }
+        // A cold spare told its calls' sandbox prefix: it keeps the descriptors the prefix
+        // binds for the sandbox of its call.
+        [spare, cold, prefix @ ..] if spare == SPARE && cold == COLD && !prefix.is_empty() => {
+            return run_spare_passing(None, &passed_fds(prefix));
+        }
         _ => {}
     }
     match Options::parse(args) {
@@ -46,6 +51,10 @@ fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
     report.send(Event::Failed(err.raw_os_error().unwrap_or(0)));
     ExitCode::from(FAILED_EXIT)
 }
+
+/// The spare's argument that tells it, without a warm sandbox, the prefix its call's sandbox
+/// will run: `reap --spare --cold <sandbox>…` ([`passed_fds`]).
+pub const COLD: &str = "--cold";
 
 /// The options of bubblewrap's that bind a descriptor the sandbox program inherits.
 const FD_BINDS: [&str; 2] = ["--bind-fd", "--ro-bind-fd"];

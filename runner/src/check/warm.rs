@@ -25,6 +25,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     let settings = Settings {
         files: config.files.clone(),
         warm: Some(config.sandbox.clone()),
+        cold: None,
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;

@@ -120,7 +120,7 @@ mod tests {
         let line = words(&["sb", "{files}/x", "x{files}", "{FILES}", "{protected}x"]);
         let expanded = expand(&line, Path::new("/w")).unwrap();
         assert_eq!(expanded.words, line);
-        assert!(expanded.passed.is_empty());
+        assert_eq!(expanded.passed.len(), 0);
         assert_eq!(shown(&line, Path::new("/w")), line);
     }
 }

@@ -36,11 +36,6 @@ impl Passed {
         Passed { fds }
     }
 
-    /// Whether there is none to pass.
-    pub fn is_empty(&self) -> bool {
-        self.fds.is_empty()
-    }
-
     /// How many.
     pub fn len(&self) -> usize {
         self.fds.len()

@@ -188,6 +188,18 @@ fn what_the_configuration_sends_git_to_is_held_too() {
 }
 
 #[test]
+fn a_common_folder_planted_in_a_repositorys_own_git_folder_is_refused() {
+    let (_dir, files) = folder();
+    fs::create_dir(files.join("sub")).unwrap();
+    git(&["init", "-q"], &files.join("sub"));
+    fs::write(files.join("sub/.git/commondir"), "evil\n").unwrap();
+    let err = scan(&files).unwrap_err();
+    assert!(err.contains("sub/.git/commondir"), "{err}");
+    fs::remove_file(files.join("sub/.git/commondir")).unwrap();
+    assert!(scan(&files).is_ok());
+}
+
+#[test]
 fn hooks_and_files_held_read_only_must_be_their_own() {
     let (_dir, files) = folder();
     git(&["init", "-q"], &files);

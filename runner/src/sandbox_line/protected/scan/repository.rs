@@ -33,6 +33,7 @@ impl Search<'_> {
             }
             Some((fd, FileType::Directory)) => {
                 self.add(&git, Hold::Pin, fd)?;
+                self.no_common_folder(&git)?;
                 self.git_folder(&git, top)?;
             }
             Some((fd, FileType::RegularFile)) => {
@@ -92,6 +93,26 @@ impl Search<'_> {
             self.pointed_git_folder(&common, false)?;
         }
         Ok(())
+    }
+
+    /// Refuses a repository's own git folder (`git`, relative: a `.git` folder) that holds a
+    /// `commondir`. Git makes one only in a linked worktree's git folder; in a repository's
+    /// own it sends the user's git to another git folder, with its own configuration and hooks,
+    /// and it cannot be held away (a placeholder of that name would break every git command):
+    /// a program put it there, so no sandbox is made until it is gone.
+    fn no_common_folder(&self, git: &Path) -> Result<(), String> {
+        let common = git.join("commondir");
+        match rustix::fs::statat(&self.root, &common, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(_) => Ok(()),
+            Ok(_) => Err(format!(
+                "{} exists: git makes one only in a linked worktree's git folder, and here it \
+                 sends your git to another git folder, whose configuration and hooks it would \
+                 obey; a program must have put it there. Look at it and remove it (and the git \
+                 folder it names, if that is not yours) before running git there; Link Run makes \
+                 no sandbox for this folder until then",
+                self.shown(&common)
+            )),
+        }
     }
 
     /// Protects a git folder another points to (`target`, relative), pinning the folders down
