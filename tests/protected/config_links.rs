@@ -86,14 +86,17 @@ fn config(world: &World, host: &str, check: bool) -> std::process::Output {
         .unwrap()
 }
 
+/// What the agent linked: a path in the files folder, and where it leads.
+type Links = Vec<(&'static str, PathBuf)>;
+/// A host, and the links made before its `config --write` (given the test's folder).
+type Case = (&'static str, fn(&Path) -> Links);
+
 #[test]
 fn config_refuses_links_the_agent_made_and_changes_nothing_outside() {
     if !Sandbox::Bwrap.usable() {
         return;
     }
-    // (host, what the agent linked: (path in the files folder, where it leads)).
-    type Links = Vec<(&'static str, PathBuf)>;
-    let cases: Vec<(&str, fn(&Path) -> Links)> = vec![
+    let cases: Vec<Case> = vec![
         ("claude-code", |root| {
             vec![(
                 ".claude/settings.local.json",
