@@ -1,7 +1,8 @@
 //! Writing a host's file: parent folders made, the file as it was kept beside it as a backup
 //! (`<file>.bak`, or `<file>.bak.1`, `.bak.2`, … each created new, never over a file that is
-//! there), and the new text written to a temporary file in the same folder and renamed over it,
-//! so that the host never reads half a file.
+//! there; an empty file, such as a protected path's placeholder, has nothing to keep), and the
+//! new text written to a temporary file in the same folder and renamed over it, so that the
+//! host never reads half a file.
 //!
 //! Two kinds of file, two ways:
 //! - a file of the person's own (user scope, outside the files folder) may be a symbolic link
@@ -71,7 +72,7 @@ pub fn replace(path: &Path, text: &str) -> Result<Written, String> {
         .map_err(|err| format!("cannot make the folder {}: {err}", folder.display()))?;
     let existing = fs::metadata(&path).ok();
     let backup = match &existing {
-        Some(_) => {
+        Some(meta) if meta.len() > 0 => {
             let before =
                 fs::read(&path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
             let mode = existing.as_ref().map_or(0o600, |m| m.permissions().mode());
@@ -108,7 +109,7 @@ pub fn replace(path: &Path, text: &str) -> Result<Written, String> {
             }
             Some(made.ok_or_else(|| format!("no free backup name beside {}", path.display()))?)
         }
-        None => None,
+        Some(_) | None => None,
     };
     let mut temporary_name = std::ffi::OsString::from(".");
     temporary_name.push(file_name);
@@ -297,7 +298,11 @@ impl InFiles<'_> {
                 file.take(MAX_FILE)
                     .read_to_end(&mut before)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                Some(self.keep(folder.as_fd(), name, &before, mode)?)
+                if before.is_empty() {
+                    None
+                } else {
+                    Some(self.keep(folder.as_fd(), name, &before, mode)?)
+                }
             }
             None => None,
         };

@@ -70,6 +70,21 @@ fn a_project_file_is_made_with_its_folders_and_replaced_with_a_new_backup() {
 }
 
 #[test]
+fn an_empty_file_such_as_a_placeholder_leaves_no_backup() {
+    let (_dir, files) = files();
+    fs::write(files.join(".mcp.json"), "").unwrap();
+    let file = InFiles {
+        files: &files,
+        rel: Path::new(".mcp.json"),
+    };
+    assert!(file.replace("{}").unwrap().backup.is_none());
+    assert_eq!(fs::read_dir(&files).unwrap().count(), 1);
+    let user = files.join("user.json");
+    fs::write(&user, "").unwrap();
+    assert!(replace(&user, "{}").unwrap().backup.is_none());
+}
+
+#[test]
 fn links_in_the_files_folder_are_refused_and_nothing_outside_changes() {
     let (dir, files) = files();
     let outside = dir.path().join("outside");
