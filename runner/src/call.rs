@@ -152,19 +152,23 @@ pub struct CallSpec {
 /// Runs one call to its end. `progress` hears the elapsed time and the bytes seen about once
 /// a second.
 pub fn run(
-    spec: CallSpec,
+    mut spec: CallSpec,
     control: &CallControl,
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
+    // The descriptors the line names are the reaper's once it is started: not held here for
+    // the call's length (many calls at once would hold many).
+    let passed = std::mem::take(&mut spec.passed);
     let mut reaper = spawn::spawn(
         &spec.argv,
-        &spec.passed,
+        &passed,
         &spec.protected,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),
     )?;
+    drop(passed);
     let watched = watch(spec, control, progress, start, &mut reaper);
     if watched.is_err() {
         reaper.stop();
