@@ -10,7 +10,7 @@ use crate::project::{
     snapshot,
 };
 use crate::world::{World, chown_all, users};
-use lnk_tests::sandbox::Sandbox;
+use lnk_tests::sandbox::{Sandbox, path_str};
 
 #[test]
 fn every_way_in_is_refused_warm() {
@@ -87,6 +87,73 @@ fn every_way_in_is_refused() {
             let ran = call(&mut serve, "sh", &["-c".to_owned(), script]);
             assert_eq!(ran["exit_code"], 0, "as {user:?}: a commit in {dir}: {ran}");
             assert_eq!(ran["stdout"], "2\n", "as {user:?}: {ran}");
+        }
+    }
+}
+
+#[test]
+fn placeholders_are_folders_git_does_not_see_but_a_home_gets_files_for_its_start_up_files() {
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    for home in [false, true] {
+        let world = World::new(None, false);
+        let files = world.files().to_path_buf();
+        make(&files, true);
+        let line = world.recommended();
+        let bin = files.join("bin");
+        let mut builder = world
+            .serve(line)
+            .programs_path(&format!("{}:/usr/bin:/bin", path_str(&bin)))
+            .programs(&["git", "sh"]);
+        if home {
+            builder = builder.env("HOME", files.as_os_str());
+        }
+        let mut serve = builder.start();
+        let gitconfig = std::fs::symlink_metadata(files.join(".gitconfig")).unwrap();
+        assert_eq!(gitconfig.is_file(), home, "home {home}");
+        assert!(files.join(".mcp.json").is_dir());
+        // The user's git (with that home) sees no new file and still works.
+        let home_var = if home {
+            files.clone()
+        } else {
+            world.root().to_path_buf()
+        };
+        let status = std::process::Command::new("git")
+            .args([
+                "-c",
+                "safe.directory=*",
+                "status",
+                "--porcelain",
+                "--untracked-files=all",
+            ])
+            .current_dir(&files)
+            .env("HOME", &home_var)
+            .env("GIT_CEILING_DIRECTORIES", lnk_tests::bins::target_tmp())
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "home {home}: {status:?}");
+        let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+        for name in [".mcp.json", ".envrc", ".gemini", ".github"] {
+            assert!(
+                !listed.contains(name),
+                "home {home}: {name} shows in git status:\n{listed}"
+            );
+        }
+        // And the agent's own `git add -A` commits no placeholder.
+        let ran = call(
+            &mut serve,
+            "sh",
+            &[
+                "-c".to_owned(),
+                "git add -A && git -c user.name=A -c user.email=a@example.invalid commit -qm all \
+                 && git show --stat --format= HEAD"
+                    .to_owned(),
+            ],
+        );
+        let stat = ran["stdout"].as_str().unwrap_or_default().to_owned();
+        for name in [".mcp.json", ".envrc", ".gitmodules", ".gemini"] {
+            assert!(!stat.contains(name), "home {home}: committed {name}: {ran}");
         }
     }
 }

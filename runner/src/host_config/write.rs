@@ -265,11 +265,38 @@ impl InFiles<'_> {
         Ok(Some((file, meta)))
     }
 
+    /// Whether an empty folder stands where the file goes: a protected path's placeholder
+    /// (`.mcp.json` while a sandbox of the folder runs), which the file replaces.
+    fn placeholder(&self, folder: BorrowedFd<'_>) -> Result<bool, String> {
+        let name = self.name()?;
+        let Ok(stat) = rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            return Ok(false);
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
+            return Ok(false);
+        }
+        let fd = rustix::fs::openat(
+            folder,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot look in {}: {e}", self.path().display()))?;
+        let dir = rustix::fs::Dir::new(fd)
+            .map_err(|e| format!("cannot look in {}: {e}", self.path().display()))?;
+        Ok(dir
+            .filter_map(Result::ok)
+            .all(|e| matches!(e.file_name().to_bytes(), b"." | b"..")))
+    }
+
     /// The file's text, or `None` when it does not exist yet.
     pub fn read(&self) -> Result<Option<String>, String> {
         let Some(folder) = self.folder(false)? else {
             return Ok(None);
         };
+        if self.placeholder(folder.as_fd())? {
+            return Ok(None);
+        }
         let Some((file, _)) = self.open(folder.as_fd())? else {
             return Ok(None);
         };
@@ -288,7 +315,12 @@ impl InFiles<'_> {
             .ok_or_else(|| format!("cannot make the folder of {}", self.path().display()))?;
         let name = self.name()?;
         let path = self.path();
-        let existing = self.open(folder.as_fd())?;
+        let placeholder = self.placeholder(folder.as_fd())?;
+        let existing = if placeholder {
+            None
+        } else {
+            self.open(folder.as_fd())?
+        };
         let mode = existing
             .as_ref()
             .map_or(0o644, |(_, meta)| meta.permissions().mode() & 0o7777);
@@ -315,6 +347,11 @@ impl InFiles<'_> {
                 file.sync_all()
             })
             .and_then(|()| {
+                // The placeholder goes just before the file takes its place (a folder cannot
+                // be renamed over); `rmdir` fails should anything have been put in it.
+                if placeholder {
+                    rustix::fs::unlinkat(&folder, name, AtFlags::REMOVEDIR)?;
+                }
                 rustix::fs::renameat(&folder, &temporary, &folder, name).map_err(Into::into)
             });
         if let Err(err) = written {

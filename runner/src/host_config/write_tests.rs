@@ -70,7 +70,7 @@ fn a_project_file_is_made_with_its_folders_and_replaced_with_a_new_backup() {
 }
 
 #[test]
-fn an_empty_file_such_as_a_placeholder_leaves_no_backup() {
+fn an_empty_file_or_a_placeholder_folder_leaves_no_backup() {
     let (_dir, files) = files();
     fs::write(files.join(".mcp.json"), "").unwrap();
     let file = InFiles {
@@ -79,6 +79,16 @@ fn an_empty_file_such_as_a_placeholder_leaves_no_backup() {
     };
     assert!(file.replace("{}").unwrap().backup.is_none());
     assert_eq!(fs::read_dir(&files).unwrap().count(), 1);
+    // A placeholder folder stands where the file goes: the file takes its place.
+    fs::remove_file(files.join(".mcp.json")).unwrap();
+    fs::create_dir(files.join(".mcp.json")).unwrap();
+    assert_eq!(file.read().unwrap(), None);
+    assert!(file.replace("{}").unwrap().backup.is_none());
+    assert_eq!(fs::read_to_string(files.join(".mcp.json")).unwrap(), "{}");
+    // A folder with something in it is nobody's placeholder.
+    fs::remove_file(files.join(".mcp.json")).unwrap();
+    fs::create_dir_all(files.join(".mcp.json/x")).unwrap();
+    assert!(file.replace("{}").is_err());
     let user = files.join("user.json");
     fs::write(&user, "").unwrap();
     assert!(replace(&user, "{}").unwrap().backup.is_none());

@@ -68,9 +68,9 @@ fn unused_placeholders_are_removed_and_nothing_else() {
 #[test]
 fn what_the_user_replaced_or_filled_is_theirs_and_stays() {
     let (_dir, registry, lease) = made();
-    // Replaced as an editor or `config --write` saves: a new file renamed over it.
-    fs::write(lease.files.join("new.json"), "{}").unwrap();
-    fs::rename(lease.files.join("new.json"), lease.files.join(".mcp.json")).unwrap();
+    // Replaced as `config --write` does: the placeholder folder taken away, a file put there.
+    fs::remove_dir(lease.files.join(".mcp.json")).unwrap();
+    fs::write(lease.files.join(".mcp.json"), "{}").unwrap();
     // Filled.
     fs::write(lease.files.join(".vscode/settings.json"), "{}").unwrap();
     clean_up(&lease);

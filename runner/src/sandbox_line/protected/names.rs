@@ -7,8 +7,8 @@
 pub enum Placeholder {
     /// An empty folder: invisible to git, and harmless to every tool that reads the name.
     Folder,
-    /// An empty file: for a name a host reads as a file and complains about as a folder
-    /// (Claude Code's `.mcp.json`), or git reads as a file (`.git/config`).
+    /// An empty file: for a name a program reads as a file and fails on as a folder (git on
+    /// `.git/config`, and on `~/.gitconfig` when the files folder is the home folder).
     File,
     /// Nothing: the name is protected when it exists, and made freely when it does not (what a
     /// program makes there is obeyed by nothing the user runs by themselves).
@@ -36,10 +36,9 @@ const fn folder(name: &'static str) -> TopName {
 /// `.git` and `.github` (whose parts are protected one by one: [`GIT_PARTS`], [`WORKFLOWS`]).
 pub const TOP: &[TopName] = &[
     // Claude Code: project MCP servers, settings with hooks and permissions, commands, agents.
-    TopName {
-        name: ".mcp.json",
-        missing: Placeholder::File,
-    },
+    // (A folder stands in for a missing `.mcp.json`: an empty file would be committed by the
+    // agent's own `git add -A`; Claude Code says it is no file, and reads no server from it.)
+    folder(".mcp.json"),
     folder(".claude"),
     // Editors: tasks that run when the folder opens, settings that name programs to run.
     folder(".vscode"),
@@ -61,6 +60,18 @@ pub const TOP: &[TopName] = &[
     folder(".zprofile"),
     folder(".profile"),
     folder(".ripgreprc"),
+];
+
+/// The start-up files of a home folder: when the files folder is the home folder itself, an
+/// empty file stands in for a missing one (git fails on a `.gitconfig` folder, a shell
+/// complains of a `.bashrc` folder); elsewhere nothing reads them, and a folder does.
+pub const HOME_FILES: &[&str] = &[
+    ".gitconfig",
+    ".bashrc",
+    ".bash_profile",
+    ".zshrc",
+    ".zprofile",
+    ".profile",
 ];
 
 /// The repository's folder at the top of the files folder. Missing, it is an empty read-only

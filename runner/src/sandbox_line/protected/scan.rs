@@ -24,7 +24,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::names::{
-    GIT, GIT_PARTS, GITHUB, NESTED_LEVELS, NOT_SEARCHED, Placeholder, TOP, WORKFLOWS,
+    GIT, GIT_PARTS, GITHUB, HOME_FILES, NESTED_LEVELS, NOT_SEARCHED, Placeholder, TOP, WORKFLOWS,
 };
 
 /// How many folders the search for nested repositories may open before it gives up. It does
@@ -128,8 +128,16 @@ impl Search<'_> {
     /// The top of the files folder.
     fn top(&mut self) -> Result<(), String> {
         let root = self.root.try_clone().map_err(|e| e.to_string())?;
+        let home = std::env::var_os("HOME")
+            .and_then(|home| Path::new(&home).canonicalize().ok())
+            .is_some_and(|home| home == self.files);
         for top in TOP {
-            self.name(root.as_fd(), Path::new(top.name), top.missing, true)?;
+            let missing = if home && HOME_FILES.contains(&top.name) {
+                Placeholder::File
+            } else {
+                top.missing
+            };
+            self.name(root.as_fd(), Path::new(top.name), missing, true)?;
         }
         // `.github` itself stays the agent's (an issue template, dependabot's settings), but
         // for its `workflows`: a placeholder folder is made when there is none, and pinned.

@@ -92,13 +92,20 @@ pub(super) fn clean_up(lease: &Lease) {
     write_list(lease, &kept);
 }
 
-/// Whether `made` is still there, the same file.
+/// Whether `made` is still there: the same file (identity), of the same kind (an inode number
+/// reused for the user's file in its place is not the placeholder).
 fn still_there(root: BorrowedFd<'_>, made: &Made) -> bool {
     let Some((parent, name)) = parent_of(root, &made.rel) else {
         return false;
     };
-    rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW)
-        .is_ok_and(|stat| FileId::from_stat(&stat) == made.id)
+    rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|stat| {
+        let kind = match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => Placeholder::Folder,
+            FileType::RegularFile => Placeholder::File,
+            _ => Placeholder::None,
+        };
+        FileId::from_stat(&stat) == made.id && kind == made.kind
+    })
 }
 
 /// Whether `made` holds nothing (what the user put in it makes it theirs).
