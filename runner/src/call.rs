@@ -142,6 +142,10 @@ pub struct CallSpec {
     pub argv: Vec<std::ffi::OsString>,
     /// The cache folders the sandbox gets a layer of its own over.
     pub caches: Vec<std::path::PathBuf>,
+    /// The descriptors the sandbox line names.
+    pub passed: crate::sandbox_line::pass::Passed,
+    /// What the sandbox line protects ([`crate::sandbox_line::Expanded::protected`]).
+    pub protected: crate::sandbox_line::Protected,
     /// The working folder.
     pub cwd: crate::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
@@ -158,7 +162,7 @@ pub struct CallSpec {
 /// Runs one call to its end. `progress` hears the elapsed time and the bytes seen about once
 /// a second.
 pub fn run(
-    spec: CallSpec,
+    mut spec: CallSpec,
     control: &CallControl,
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
@@ -172,14 +176,19 @@ pub fn run(
         )?),
         None => None,
     };
+    // The descriptors the line names are the reaper's once it is started: not held here for
+    // the call's length (many calls at once would hold many).
+    let passed = std::mem::take(&mut spec.passed);
     let mut reaper = spawn::spawn(
         &spec.argv,
+        (&passed, &spec.protected),
         &spec.caches,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),
         proxy.as_ref().and_then(CallProxy::hand_off),
     )?;
+    drop(passed);
     if let Some(proxy) = &mut proxy {
         proxy.handed();
     }

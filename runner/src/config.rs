@@ -8,6 +8,8 @@ use std::time::Duration;
 use lnk_common::AgentId;
 use lnk_proc::net::AllowList;
 
+use crate::sandbox_line::Expanded;
+
 /// The checked configuration of one `serve`.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -62,8 +64,9 @@ impl Config {
         config
     }
 
-    /// The sandbox prefix as calls run it: [`crate::sandbox_line::expand`].
-    pub fn sandbox_line(&self) -> Vec<OsString> {
+    /// The sandbox prefix as one sandbox runs it, made now: [`crate::sandbox_line::expand`].
+    /// `Err` says why this sandbox cannot be made.
+    pub fn sandbox_line(&self) -> Result<Expanded, String> {
         crate::sandbox_line::expand(&self.sandbox, &self.files, &self.caches)
     }
 
@@ -74,9 +77,15 @@ impl Config {
     }
 
     /// The command line that runs `program` (a resolved path) with `args` under the sandbox,
-    /// with the [`Config::program_vars`] set: [`lnk_common::command_line::sandboxed`].
-    pub fn command_line(&self, program: &Path, args: &[impl AsRef<OsStr>]) -> Vec<OsString> {
-        self.command_line_and_words(program, args).0
+    /// with the [`Config::program_vars`] set ([`lnk_common::command_line::sandboxed`]), as the
+    /// words of an [`Expanded`] line (with the descriptors they name).
+    pub fn command_line(
+        &self,
+        program: &Path,
+        args: &[impl AsRef<OsStr>],
+    ) -> Result<Expanded, String> {
+        self.command_line_and_words(program, args)
+            .map(|(line, _)| line)
     }
 
     /// [`Config::command_line`], and how many of its first words are the sandbox's (the line
@@ -85,14 +94,16 @@ impl Config {
         &self,
         program: &Path,
         args: &[impl AsRef<OsStr>],
-    ) -> (Vec<OsString>, usize) {
-        let line = self.sandbox_line();
+    ) -> Result<(Expanded, usize), String> {
+        let mut line = self.sandbox_line()?;
+        let words = line.words.len();
         let vars = self.program_vars();
         let vars = vars
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()));
-        let argv = lnk_common::command_line::sandboxed(&line, vars, program.as_os_str(), args);
-        (argv, line.len())
+        line.words =
+            lnk_common::command_line::sandboxed(&line.words, vars, program.as_os_str(), args);
+        Ok((line, words))
     }
 
     /// The variables every program gets: the `--var`s, then, with `--net-allow`, those that

@@ -89,7 +89,9 @@ pub fn main() -> ExitCode {
                 use std::io::Write;
                 let _ = writeln!(std::io::stdout().lock(), "note: {note}");
             }
-            return check::report(&stand_in.config, skipped);
+            let code = check::report(&stand_in.config, skipped);
+            sandboxes_done();
+            return code;
         }
         Ok(cli::Invocation::CheckRecommended(serve_args)) => {
             check::hold_marker();
@@ -102,7 +104,9 @@ pub fn main() -> ExitCode {
         Ok(cli::Invocation::Config(request)) => {
             check::hold_marker();
             init_logging();
-            return match host_config::run(&request) {
+            let done = host_config::run(&request);
+            sandboxes_done();
+            return match done {
                 Ok(code) => code,
                 Err(refusal) => refuse_to_start(&refusal),
             };
@@ -112,11 +116,21 @@ pub fn main() -> ExitCode {
     };
     check::hold_marker();
     init_logging();
-    match serve(config, sandbox_check) {
+    let served = serve(config, sandbox_check);
+    sandboxes_done();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         // Only the setup before serving fails this way: a refusal to start like the others.
         Err(err) => refuse_to_start(&format!("{err:#}")),
     }
+}
+
+/// At the end, once no call runs: the spares' sandboxes stopped, and the protected paths'
+/// placeholders removed when no other process still needs them
+/// ([`sandbox_line::protected::leave`]).
+fn sandboxes_done() {
+    spares::stop_all();
+    sandbox_line::protected::leave();
 }
 
 /// A refusal to start: exactly one line on stderr (control characters in what the user gave
@@ -196,6 +210,7 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
             if let Some(signal) = signals.forever().next() {
                 tracing::info!(signal, "shutting down on a signal");
                 on_signal.shutdown();
+                sandboxes_done();
                 std::process::exit(0);
             }
         })

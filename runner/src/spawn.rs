@@ -13,17 +13,21 @@ use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
 use crate::net::HandOff;
 use crate::reaper::{REAP, Reaper};
+use crate::sandbox_line::Protected;
+use crate::sandbox_line::pass::Passed;
 
 /// Starts `argv` under a reaper of its own, with a layer of its own over each of `caches`, in
-/// `cwd` (the folder `workdir`), with piped stdout and stderr, stdin
-/// piped when `with_input` (else empty): a spare started ahead of the call when there is one
-/// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
-/// `spares` thread, which lives as long as serve; a reaper started now on the death of the
-/// calling thread: the caller keeps this thread alive until the reaper is reaped
+/// `cwd` (the folder `workdir`), with piped stdout and stderr, stdin piped when `with_input`
+/// (else empty): a spare started ahead of the call when there is one ([`crate::spares`]) whose
+/// sandbox protects what the call's line does (`line`'s [`Protected`]), else one started now,
+/// holding the descriptors the line names (`line`'s [`Passed`]). A spare gets SIGTERM on the
+/// death of the `spares` thread, which lives as long as serve; a reaper started now on the
+/// death of the calling thread: the caller keeps this thread alive until the reaper is reaped
 /// ([`Reaper::finish`]). Either kills the call then. A call with a proxy hands its reaper the
 /// proxy's `net` ([`HandOff`]): its sandbox then runs under the stub, warm or cold.
 pub fn spawn(
     argv: &[OsString],
+    line: (&Passed, &Protected),
     caches: &[PathBuf],
     cwd: BorrowedFd<'_>,
     workdir: &Path,
@@ -42,16 +46,18 @@ pub fn spawn(
         options.stub = Some(net.words);
     }
     let net = net.map(|net| net.fd);
-    if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input, net) {
+    if let Some(reaper) = crate::spares::hand(&options, line, cwd, workdir, with_input, net) {
         return Ok(reaper);
     }
-    start(&options, cwd, with_input, net)
+    start(&options, line.0, cwd, with_input, net)
 }
 
-/// Starts a reaper for the call now, on the calling thread, with `options` on its command line
-/// (and `net`, the sandbox's end of the call's proxy channel, at its fd 5).
+/// Starts a reaper for the call now, on the calling thread, with `options` on its command line,
+/// the descriptors `passed` at their numbers (and `net`, the sandbox's end of the call's proxy
+/// channel, at its fd 5).
 pub fn start(
     options: &Options,
+    passed: &Passed,
     cwd: BorrowedFd<'_>,
     with_input: bool,
     net: Option<BorrowedFd<'_>>,
@@ -76,8 +82,9 @@ pub fn start(
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
     let net = net.map(|fd| fd.try_clone_to_owned()).transpose()?;
     launch::prepare_call(&mut command, Some(cwd), &write, net.as_ref());
+    let staged = passed.pass_to(&mut command)?;
     let child = command.spawn()?;
-    drop((write, net));
+    drop((write, net, staged));
     let reports = match Reports::new(read) {
         Ok(reports) => reports,
         Err(err) => {

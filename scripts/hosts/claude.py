@@ -29,11 +29,12 @@ class ClaudeCode(HostCheck):
         return json.loads(self.block("claude-code", home))["mcpServers"]["link-run"]
 
     def added_entry(self, home):
-        return json.loads((home / "work" / ".mcp.json").read_text())["mcpServers"]["link-run"]
+        # `config` writes the user's own settings by default, out of the agent's reach.
+        return json.loads((home / ".claude.json").read_text())["mcpServers"]["link-run"]
 
     def configure(self, home, url):
         self.config_write("claude-code", home, self.readme_entry(home))
-        self.same_as_block(home / "work" / ".claude" / "settings.local.json", "claude-code-settings", home)
+        self.same_as_block(home / ".claude" / "settings.json", "claude-code-settings", home)
 
     def command(self):
         return self.host_argv(["claude", "-p", PROMPT, "--output-format", "json", "--model", "claude-sonnet-4-5"])
@@ -115,7 +116,11 @@ class ClaudeCodeTasks(ClaudeCode):
         try:
             self.configure(home, server.url)
             self.state = self.state_folder(home)
-            (home / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+            # Onboarding marked done beside the entry `config` wrote there.
+            claude_json = home / ".claude.json"
+            settings = json.loads(claude_json.read_text()) if claude_json.exists() else {}
+            settings["hasCompletedOnboarding"] = True
+            claude_json.write_text(json.dumps(settings, indent=2))
             self.drive(home, server.url, script, token)
         except ConfigFailed as failed:
             self.problems.append(str(failed))
@@ -127,7 +132,7 @@ class ClaudeCodeTasks(ClaudeCode):
 
     def configure(self, home, url):
         super().configure(home, url)
-        mcp_path = home / "work" / ".mcp.json"
+        mcp_path = home / ".claude.json"
         mcp = json.loads(mcp_path.read_text())
         args = mcp["mcpServers"]["link-run"]["args"]
         if "--state" not in args:
@@ -137,7 +142,7 @@ class ClaudeCodeTasks(ClaudeCode):
             mcp_path.write_text(json.dumps(mcp, indent=2))
 
     def state_folder(self, home):
-        args = json.loads((home / "work" / ".mcp.json").read_text())["mcpServers"]["link-run"]["args"]
+        args = json.loads((home / ".claude.json").read_text())["mcpServers"]["link-run"]["args"]
         return Path(args[args.index("--state") + 1])
 
     def turn_env(self, home, url):

@@ -48,8 +48,8 @@ fn config_writes_the_readme_s_entries_as_written() {
         (
             "claude-code",
             "claude-code",
-            "work/.mcp.json",
-            Some(("claude-code-settings", "work/.claude/settings.local.json")),
+            ".claude.json",
+            Some(("claude-code-settings", ".claude/settings.json")),
         ),
         ("codex", "codex", ".codex/config.toml", None),
         (

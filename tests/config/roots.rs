@@ -120,17 +120,28 @@ fn one_user_entry_binds_each_session_s_project_folder() {
 #[test]
 fn a_project_scope_entry_is_refused_where_no_project_is() {
     let home = Home::new();
-    let mut args = vec!["claude-code".to_owned()];
+    let mut args = vec![
+        "claude-code".to_owned(),
+        "--scope".to_owned(),
+        "project".to_owned(),
+    ];
     args.extend(roots_flags(&home));
-    args.extend(crate::home::passthrough());
-    let out = home.config(&args, None);
+    let mut passthrough = args.clone();
+    passthrough.extend(crate::home::passthrough());
+    let out = home.config(&passthrough, None);
     assert!(!out.status.success(), "{}", stdout(&out));
     assert!(
         stderr(&out).contains("a project-scope entry goes into the project this runs in"),
         "{}",
         stderr(&out)
     );
-    // In a project's folder it goes there, and starts calls there.
+    if !Sandbox::Bwrap.usable() {
+        return;
+    }
+    // In a project's folder it goes there, under a line that holds its protected paths
+    // read-only (a project-scope entry is written nowhere else), and names the roots.
+    args.push("--".to_owned());
+    args.extend(recommended_sandbox(Path::new("{files}"), &[]));
     let out = run_in(
         &home,
         &home.work(),
@@ -143,6 +154,10 @@ fn a_project_scope_entry_is_refused_where_no_project_is() {
         entry_args
             .windows(2)
             .any(|w| w == ["--files-from", "roots"])
+    );
+    assert!(
+        entry_args.iter().any(|w| w == "{protected}"),
+        "{entry_args:?}"
     );
 }
 

@@ -61,7 +61,7 @@ pub mod warm_wire;
 
 pub use options::Options;
 pub use report::{Event, Reports};
-pub use run::{main, run, run_spare};
+pub use run::{COLD, PASSED_FDS_FROM, main, passed_fds, run, run_spare};
 
 use std::time::Duration;
 

@@ -20,7 +20,7 @@ use super::run_stdin;
 use super::sandbox_start::BeforeExec;
 use super::sandbox_start::{Sandbox, Spawn, fork_sandbox, let_go_of_stdio, resolve, spawn_sandbox};
 use super::signals::BlockedSignals;
-use super::spare::{self, Call, Control, SPARE};
+use super::spare::{self, Call, Control, SPARE, SparePrefix};
 use super::warm::{Handed, Warm, cold_stub};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
 
@@ -35,10 +35,18 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     {
         return match spare::parse_args(rest) {
             Ok((_, None)) => run_spare(None),
-            Ok((caches, Some(prefix))) => match warm_layers(&caches) {
-                Ok(layers) => run_spare(Some(Warm::new(prefix, layers))),
+            Ok((caches, Some(SparePrefix::Warm(prefix)))) => match warm_layers(&caches) {
+                Ok(layers) => {
+                    let passed = passed_fds(&prefix);
+                    run_spare_passing(Some(Warm::new(prefix, layers)), &passed)
+                }
                 Err(problem) => usage(&problem),
             },
+            // A cold spare told its calls' sandbox prefix: it keeps the descriptors the prefix
+            // binds for the sandbox of its call.
+            Ok((_, Some(SparePrefix::Cold(prefix)))) => {
+                run_spare_passing(None, &passed_fds(&prefix))
+            }
             Err(problem) => usage(&problem),
         };
     }
@@ -68,11 +76,34 @@ fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
     ExitCode::from(FAILED_EXIT)
 }
 
+/// The spare's argument that tells it, without a warm sandbox, the prefix its call's sandbox
+/// will run: `reap --spare --cold <sandbox>…` ([`passed_fds`]).
+pub const COLD: &str = "--cold";
+
+/// The options of bubblewrap's that bind a descriptor the sandbox program inherits.
+const FD_BINDS: [&str; 2] = ["--bind-fd", "--ro-bind-fd"];
+
+/// The descriptors the sandbox's words bind (`--bind-fd <n> <path>`, `--ro-bind-fd …`), from
+/// [`PASSED_FDS_FROM`] up: whatever started this reaper put them there for the sandbox.
+pub fn passed_fds(words: &[OsString]) -> Vec<i32> {
+    words
+        .windows(2)
+        .filter(|pair| FD_BINDS.iter().any(|flag| pair[0] == *flag))
+        .filter_map(|pair| pair[1].to_str()?.parse().ok())
+        .filter(|fd| *fd >= PASSED_FDS_FROM)
+        .collect()
+}
+
+/// The lowest descriptor a sandbox's words may name for the reaper to keep open across the
+/// sandbox's exec ([`passed_fds`]): above every one a reaper places or opens for itself.
+pub const PASSED_FDS_FROM: i32 = 100;
+
 /// What every reaper does first: its signals read from a signalfd, and child subreaper.
-fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
+/// `passed` are the descriptors the sandbox's words name, kept open for it.
+fn set_up(report: &Reporter, passed: &[i32]) -> Result<BlockedSignals, ExitCode> {
     // Whatever this process inherited beyond stdio (a host that leaks descriptors into
-    // `serve`, say) must not reach the sandbox.
-    close_on_exec_beyond_stdio();
+    // `serve`, say) must not reach the sandbox; what its words bind must.
+    close_on_exec_beyond_stdio(passed);
     let signals = BlockedSignals::new().map_err(|err| failed(report, &err))?;
     children::become_subreaper().map_err(|err| failed(report, &err))?;
     // Not dumpable: under a sandbox without a PID namespace a program (the same user) could
@@ -88,7 +119,7 @@ fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
 /// proxy (`--net`) has the sandbox's end of its channel at fd [`NET_FD`].
 pub fn run(options: &Options) -> ExitCode {
     let report = Reporter::from_fd3();
-    let signals = match set_up(&report) {
+    let signals = match set_up(&report, &passed_fds(&options.argv)) {
         Ok(signals) => signals,
         Err(code) => return code,
     };
@@ -106,12 +137,17 @@ pub fn run(options: &Options) -> ExitCode {
 /// enters the call's folder and runs it as [`run`] would (in its warm sandbox, when it has one
 /// that can take the call). Nothing runs when the socket ends before the call is whole or a
 /// stop comes first.
-pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
+pub fn run_spare(warm: Option<Warm>) -> ExitCode {
+    run_spare_passing(warm, &[])
+}
+
+/// [`run_spare`], keeping open the descriptors `passed` that its warm sandbox's words bind.
+fn run_spare_passing(mut warm: Option<Warm>, passed: &[i32]) -> ExitCode {
     let report = Reporter::from_fd3();
     let Some(control) = Control::from_fd4() else {
         return failed(&report, &io::Error::from(Errno::BADF));
     };
-    let signals = match set_up(&report) {
+    let signals = match set_up(&report, passed) {
         Ok(signals) => signals,
         Err(code) => return code,
     };
@@ -271,8 +307,8 @@ fn run_set_up(
 }
 
 /// Marks every descriptor above stderr close-on-exec (read from `/proc/self/fd`; the reaper's
-/// own are already).
-fn close_on_exec_beyond_stdio() {
+/// own are already), but those in `passed`, which are the sandbox's.
+fn close_on_exec_beyond_stdio(passed: &[i32]) {
     let Ok(mut entries) = std::fs::read_dir("/proc/self/fd") else {
         return;
     };
@@ -280,7 +316,7 @@ fn close_on_exec_beyond_stdio() {
         .by_ref()
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
+        .filter(|fd| *fd > 2 && !passed.contains(fd))
         .collect();
     // The listing stays open meanwhile, so every listed descriptor is open (the reaper has one
     // thread: nothing closes one in between).

@@ -48,9 +48,20 @@ pub const SPARE: &str = "--spare";
 pub const CONTROL_FD: i32 = 4;
 pub use super::MAX_SPEC;
 
-/// Reads a spare's arguments after [`SPARE`]: `[--cache <folder>]... [--warm <sandbox>…]`,
-/// the cache folders its warm sandbox gets a layer over, and its warm sandbox's prefix.
-pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<Vec<OsString>>), String> {
+/// The sandbox a spare is told of ([`parse_args`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum SparePrefix {
+    /// `--warm <sandbox>…`: it runs that sandbox ahead of its call ([`super::warm`]).
+    Warm(Vec<OsString>),
+    /// `--cold <sandbox>…`: its call's sandbox will run that prefix, and the spare keeps the
+    /// descriptors it binds ([`super::run::passed_fds`]).
+    Cold(Vec<OsString>),
+}
+
+/// Reads a spare's arguments after [`SPARE`]: `[--cache <folder>]... [--warm|--cold
+/// <sandbox>…]`, the cache folders its warm sandbox gets a layer over, and the sandbox it is
+/// told of.
+pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<SparePrefix>), String> {
     let mut caches = Vec::new();
     let mut words = args.iter();
     while let Some(word) = words.next() {
@@ -59,11 +70,16 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<Vec<OsStrin
                 .next()
                 .ok_or_else(|| format!("{} needs a value", super::options::CACHE))?;
             caches.push(PathBuf::from(folder));
-        } else if word == super::warm::WARM {
+        } else if word == super::warm::WARM || word == super::run::COLD {
             let prefix: Vec<OsString> = words.cloned().collect();
             if prefix.is_empty() {
-                return Err(format!("{} needs a sandbox", super::warm::WARM));
+                return Err(format!("{} needs a sandbox", word.to_string_lossy()));
             }
+            let prefix = if word == super::warm::WARM {
+                SparePrefix::Warm(prefix)
+            } else {
+                SparePrefix::Cold(prefix)
+            };
             return Ok((caches, Some(prefix)));
         } else {
             return Err(format!("unknown argument {}", word.to_string_lossy()));
@@ -319,11 +335,30 @@ mod tests {
             ])),
             Ok((
                 vec![PathBuf::from("/a"), PathBuf::from("/b")],
-                Some(words(&["bwrap", "--x"]))
+                Some(SparePrefix::Warm(words(&["bwrap", "--x"])))
+            ))
+        );
+        assert_eq!(
+            parse_args(&words(&[
+                "--cold",
+                "bwrap",
+                "--ro-bind-fd",
+                "100",
+                "/w/.git"
+            ])),
+            Ok((
+                vec![],
+                Some(SparePrefix::Cold(words(&[
+                    "bwrap",
+                    "--ro-bind-fd",
+                    "100",
+                    "/w/.git"
+                ])))
             ))
         );
         assert!(parse_args(&words(&["--cache"])).is_err());
         assert!(parse_args(&words(&["--warm"])).is_err());
+        assert!(parse_args(&words(&["--cold"])).is_err());
         assert!(parse_args(&words(&["--what"])).is_err());
     }
 

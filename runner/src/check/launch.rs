@@ -53,7 +53,10 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         Mode::empty(),
     )?;
     let program = format!("/proc/self/fd/{}", exe.as_raw_fd());
-    let argv = config.command_line(Path::new(&program), &[SUBCOMMAND]);
+    let line = config
+        .command_line(Path::new(&program), &[SUBCOMMAND])
+        .map_err(std::io::Error::other)?;
+    let argv = line.words;
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let Some((sandbox, args)) = argv.split_first() else {
@@ -71,8 +74,11 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         caches => Some(Layers::new(&caches)?),
     };
     in_folder_with_exe(&mut command, workdir.handle.as_fd(), &exe, layers);
+    // After the executable's descriptor is kept: the passed ones go above it.
+    let staged = line.passed.pass_to(&mut command)?;
     let started = Instant::now();
     let mut child = command.spawn()?;
+    drop(staged);
     let group = Pid::from_child(&child);
     let (readers, done_rx) = exchange(
         "sandbox probe",

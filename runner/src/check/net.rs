@@ -75,23 +75,25 @@ pub fn run_cold(
     allow: &Arc<AllowList>,
     request: &Request,
 ) -> std::io::Result<Ran> {
-    let line = config.sandbox_line();
+    let line = config.sandbox_line().map_err(std::io::Error::other)?;
     let no_vars: [(&str, &str); 0] = [];
     let argv = lnk_common::command_line::sandboxed(
-        &line,
+        &line.words,
         no_vars,
         "/proc/self/exe".as_ref(),
         &[SUBCOMMAND],
     );
     let mut options = Options::new(argv, Duration::ZERO, LEFTOVER_GRACE);
     options.net = true;
-    options.stub = Some(line.len());
+    options.stub = Some(line.words.len());
+    options.caches = config.layers();
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let (proxy, sandbox_end) = Proxy::start(Arc::clone(allow), PROBE_DEADLINE)?;
     let started = Instant::now();
     let mut reaper = crate::spawn::start(
         &options,
+        &line.passed,
         workdir.handle.as_fd(),
         true,
         Some(sandbox_end.as_fd()),

@@ -31,17 +31,22 @@ pub fn run(
 ) -> std::io::Result<Ran> {
     let settings = Settings {
         files: config.files.clone(),
-        warm: Some(config.sandbox_line()),
-        caches: config.layers(),
+        warm: Some(config.sandbox.clone()),
+        cold: None,
+        caches: config.caches.clone(),
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
+    let started = Instant::now();
+    let spare = Spare::start(&settings)?;
+    // The spare's own prefix, as expanded for its sandbox: a call that names another is run
+    // cold, and this one must run warm.
     let no_vars: [(&str, &str); 0] = [];
-    let line = config.sandbox_line();
+    let line_words = spare.prefix().len();
     let argv = lnk_common::command_line::sandboxed(
-        &line,
+        spare.prefix(),
         no_vars,
         "/proc/self/exe".as_ref(),
         &[SUBCOMMAND],
@@ -50,7 +55,7 @@ pub fn run(
     let proxy = match net {
         Some(allow) => {
             options.net = true;
-            options.stub = Some(line.len());
+            options.stub = Some(line_words);
             Some(Proxy::start(Arc::clone(allow), PROBE_DEADLINE)?)
         }
         None => None,
@@ -68,8 +73,6 @@ pub fn run(
     options.caches = config.layers();
     let spec = spare::encode(&options)
         .ok_or_else(|| std::io::Error::other("the probe's spec is too large"))?;
-    let started = Instant::now();
-    let spare = Spare::start(&settings)?;
     let net_end = sandbox_end.as_ref().map(AsFd::as_fd);
     let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true, net_end)?;
     drop(sandbox_end);

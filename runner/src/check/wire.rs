@@ -42,6 +42,9 @@ pub struct Request {
     /// With `--net-allow`: what the probe tries of the network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetRequest>,
+    /// Protected paths of the files folder to try to change ([`ProtectedTry`]).
+    #[serde(default)]
+    pub protected: Vec<ProtectedTry>,
 }
 
 /// What the probe tries of the network, with `--net-allow` (`super::net`).
@@ -71,6 +74,16 @@ pub struct NetAnswer {
     pub proxy_answer: String,
     /// Whether that answer was a refusal of the proxy's (`403` with `X-Link-Run-Refused`).
     pub proxy_refused: bool,
+}
+
+/// One try at a protected path from inside.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ProtectedTry {
+    /// Open the file for writing (nothing is written), making it if it is missing.
+    Write(PathBuf),
+    /// Make the file named [`Request::write_name`] in the folder, making the folder first if it
+    /// is missing.
+    CreateIn(PathBuf),
 }
 
 /// A file's identity, as the record names an output file's ([`FileId`]): it is the same file
@@ -119,4 +132,7 @@ pub struct Answer {
     /// With a [`Request::net`]: what it found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetAnswer>,
+    /// For each of [`Request::protected`]: what the try did (`None` when it could not).
+    #[serde(default)]
+    pub protected: Vec<Option<String>>,
 }

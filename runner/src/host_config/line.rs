@@ -42,6 +42,7 @@ const RECOMMENDED: &[&str] = &[
     "--bind",
     FILES,
     FILES,
+    "{protected}",
     "--unshare-all",
     "--cap-drop",
     "ALL",

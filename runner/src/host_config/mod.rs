@@ -10,6 +10,12 @@
 //! goes, the host's settings in other files, the host's own one-line command), or with `--write`
 //! merges it into the host's files, keeping everything else and a backup of each.
 //!
+//! The entry goes in the person's own files by default (user scope): out of the agent's
+//! programs' reach. A host's file in the files folder (project scope) is written only where the
+//! sandbox holds it read-only (the line holds `{protected}`, and the file is one of the
+//! protected paths), approves no server up front, and is reached without following links
+//! ([`write::InFiles`]).
+//!
 //! Its parts: [`line`] makes serve's command line (with [`caches`], this machine's caches); [`hosts`] knows each host's files and
 //! settings; [`render`] writes the entries; [`json_edit`] and [`codex_toml`] merge them into
 //! what is there; [`write`] replaces a file safely.
@@ -115,6 +121,13 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
             std::env::current_dir().unwrap_or_default().display()
         ));
     }
+    // A host's file in the files folder can be changed by the agent's programs, and the host
+    // starts whatever it then says: only one the sandbox holds read-only will do.
+    for file in &plan.files {
+        if let Ok(rel) = file.path.strip_prefix(&config.files) {
+            protected_in_files(config, rel, &file.path)?;
+        }
+    }
     if roots {
         plan.next.push_str(
             " (with --files-from roots, each session works in the folder the host was started \
@@ -127,20 +140,6 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
     }
     if let Some(note) = &stand_in.note {
         err.push_str(&format!("{note}\n"));
-    }
-    // A host's file in the files folder can be changed by the agent's programs, and the host
-    // starts whatever it then says.
-    for file in plan
-        .files
-        .iter()
-        .filter(|f| f.path.starts_with(&config.files))
-    {
-        err.push_str(&format!(
-            "warning: {} is inside --files, where the agent's programs can write: a program \
-             could change what the host starts next time (--scope user keeps it out of their \
-             reach, where the host has one)\n",
-            file.path.display()
-        ));
     }
     if let Some(part) = &made.machine {
         err.push_str(if roots {
@@ -156,9 +155,16 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
     }
     let mut out = String::new();
     if request.write {
-        let texts = merged(&plan, request.force, &home)?;
+        let texts = merged(&plan, request.force, &home, &config.files)?;
         for (file, text) in plan.files.iter().zip(texts) {
-            let written = write::replace(&file.path, &text)?;
+            let written = match file.path.strip_prefix(&config.files) {
+                Ok(rel) => write::InFiles {
+                    files: &config.files,
+                    rel,
+                }
+                .replace(&text)?,
+                Err(_) => write::replace(&file.path, &text)?,
+            };
             out.push_str(&format!("wrote {} ({})", written.path.display(), file.what));
             match written.backup {
                 Some(backup) => out.push_str(&format!("; as it was: {}\n", backup.display())),
@@ -200,11 +206,54 @@ fn fresh(file: &FilePlan) -> Result<String, String> {
     apply(file, "", false).map_err(|err| describe(file, err))
 }
 
-/// Every file's new text, or the refusal: nothing is written unless every file can be.
-fn merged(plan: &HostPlan, force: bool, home: &std::path::Path) -> Result<Vec<String>, String> {
+/// Refuses a host's file in the files folder (`path`, `rel` to it) that the sandbox does not
+/// hold read-only: the line must hold `{protected}`, and the file be one of its paths.
+fn protected_in_files(
+    config: &crate::config::Config,
+    rel: &std::path::Path,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    use crate::sandbox_line::protected::{PROTECTED, names::TOP};
+    let top = rel.components().next().map(|c| c.as_os_str());
+    let named = top.is_some_and(|top| TOP.iter().any(|name| top == name.name));
+    if !named {
+        return Err(format!(
+            "{} lies in the files folder, where the agent's programs write, and is none of the \
+             protected paths the sandbox holds read-only: a program could change what the host \
+             starts next time; give --files a folder that does not hold the host's own files, \
+             or another --scope; nothing was written",
+            path.display()
+        ));
+    }
+    if !crate::sandbox_line::holds_protected(&config.sandbox) {
+        return Err(format!(
+            "--scope project puts the entry in {}, in the files folder, and this sandbox line \
+             lets the agent's programs change it (it does not hold `{PROTECTED}`, which makes \
+             the protected paths read-only): a program could change what the host starts next \
+             time. Leave out --scope (the entry then goes in your own settings), or put \
+             `{PROTECTED}` right after the files folder's bind, as the recommended line does; \
+             nothing was written",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Every file's new text, or the refusal: nothing is written unless every file can be. A file
+/// in the files folder (`files`) is read without following links.
+fn merged(
+    plan: &HostPlan,
+    force: bool,
+    home: &std::path::Path,
+    files: &std::path::Path,
+) -> Result<Vec<String>, String> {
     let mut texts = Vec::new();
     for file in &plan.files {
-        let before = write::read(&file.path)?.unwrap_or_default();
+        let before = match file.path.strip_prefix(files) {
+            Ok(rel) => write::InFiles { files, rel }.read()?,
+            Err(_) => write::read(&file.path)?,
+        }
+        .unwrap_or_default();
         let after = apply(file, &before, force).map_err(|err| match err {
             EditError::Exists(what) => format!(
                 "{} already has `{what}`; give --force to replace it (a backup is kept), or \

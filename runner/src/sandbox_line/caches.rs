@@ -36,6 +36,7 @@ pub fn binds(caches: &Caches) -> Vec<OsString> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use std::path::PathBuf;
 
     use super::*;
@@ -64,7 +65,9 @@ mod tests {
     #[test]
     fn each_cache_is_bound_read_write_over_its_layer() {
         let line = words(&["bwrap", "--bind", "{files}", "{files}", "{caches}", "--x"]);
-        let expanded = crate::sandbox_line::expand(&line, &PathBuf::from("/w"), &caches(None));
+        let expanded = crate::sandbox_line::expand(&line, &PathBuf::from("/w"), &caches(None))
+            .unwrap()
+            .words;
         assert_eq!(
             expanded,
             words(&[
@@ -94,7 +97,9 @@ mod tests {
     #[test]
     fn without_caches_the_word_is_nothing() {
         let line = words(&["bwrap", "{caches}", "--x"]);
-        let expanded = crate::sandbox_line::expand(&line, &PathBuf::from("/w"), &Caches::default());
+        let expanded = crate::sandbox_line::expand(&line, &PathBuf::from("/w"), &Caches::default())
+            .unwrap()
+            .words;
         assert_eq!(expanded, words(&["bwrap", "--x"]));
     }
 }

@@ -85,9 +85,13 @@ pub fn prepare(
         Some(text) => Some(budget.take(text).map_err(|e| e.to_string())?),
         None => None,
     };
-    let (argv, words) = config.command_line_and_words(&program, &args.args);
+    let (line, words) = config
+        .command_line_and_words(&program, &args.args)
+        .map_err(|why| format!("the call's sandbox cannot be made: {why}. Nothing ran"))?;
     Ok(CallSpec {
-        argv,
+        argv: line.words,
+        passed: line.passed,
+        protected: line.protected,
         caches: config.layers(),
         cwd,
         input,

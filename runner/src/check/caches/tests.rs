@@ -39,6 +39,7 @@ fn plan_of() -> Plan {
         outside: Vec::new(),
         pid_namespace: None,
         caches: Vec::new(),
+        protected: Vec::new(),
     };
     plan.request.stat.push("/h/.cargo/registry".into());
     plan.request.write.push("/h/.cargo/registry".into());
