@@ -100,7 +100,13 @@ fn probes(home: &Path) -> Vec<String> {
             "{} ; cat '{home}/.cargo/config.toml'; cat '{home}/.gitconfig'; true",
             cats.join("; ")
         ),
-        format!("ls -aR '{home}'; ls -a '{home}/.config' '{home}/.cargo' '{home}/.local'; true"),
+        // The home, and all below it but the files folder (whose protected paths' placeholders,
+        // `.claude` among them, are the agent's own folder's, not the home's).
+        format!(
+            "ls -a '{home}' '{home}/.config' '{home}/.cargo' '{home}/.local'; \
+             for d in '{home}'/.[!.]* '{home}'/*; do [ \"$d\" = '{home}/work' ] || ls -aR \"$d\"; \
+             done; true"
+        ),
         "find / -path /proc -prune -o -print 2>&1; true".to_owned(),
         // Every file of the sandbox but the system's own folders (the host's, read-only,
         // which hold nothing of the test's home) and the kernel's.
