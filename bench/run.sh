@@ -2,10 +2,14 @@
 # Builds Link Run and its benchmark (the release code, with line tables: the `profiling`
 # profile) and runs the benchmarks.
 #
-#   bench/run.sh                         all: `lnk-bench foreground`, `background`, then `check`
+#   bench/run.sh                         all: `lnk-bench foreground`, `background`, `check`, then `caches`
 #   bench/run.sh foreground [options]    one of them, with its options
 #   bench/run.sh background [options]    (see `lnk-bench foreground --help`, `... background --help`)
 #   bench/run.sh check [options]         (the sandbox check's cost at start: `... check --help`)
+#   bench/run.sh machine [options]       (the line `config` builds for this machine against the
+#                                        README's: `... machine --help`)
+#   bench/run.sh caches [options]        (the cache layers' cost per call: `... caches --help`)
+#   bench/run.sh network [options]       (--net-allow: a call's cost, a download, 32 at once)
 #   bench/run.sh soak [--trials N]       random-moment SIGKILLs of serve and supervisors (also as
 #                                        their sandbox starts: --kind gate; a supervisor with
 #                                        its gate: --kind reapers), each sandbox, and the trials
@@ -19,13 +23,13 @@ which="${1:-all}"
 case "$which" in
     all)
         if [[ $# -gt 0 ]]; then
-            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background|check [options]" >&2
+            echo "bench/run.sh: options go after a benchmark's name: run.sh foreground|background|check|caches [options]" >&2
             exit 2
         fi
         ;;
-    foreground | background | check | soak) ;;
+    foreground | background | check | machine | caches | network | soak) ;;
     *)
-        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | soak [options]]" >&2
+        echo "usage: bench/run.sh [all | foreground [options] | background [options] | check [options] | machine [options] | caches [options] | network [options] | soak [options]]" >&2
         exit 2
         ;;
 esac
@@ -38,6 +42,12 @@ if [[ "$which" == all ]]; then
     "$bench" background
     echo
     "$bench" check
+    echo
+    "$bench" machine
+    echo
+    "$bench" caches
+    echo
+    "$bench" network
 else
     exec "$bench" "$which" "$@"
 fi

@@ -26,6 +26,13 @@ mod contained;
 /// runs nothing; and the lock is never inherited by the run.
 #[path = "background/crashes.rs"]
 mod crashes;
+/// `read` with `grep`: lines among 100,000, within `limit`, counted; refusals.
+#[path = "background/grep.rs"]
+mod grep;
+/// Output made harmless for the host: escape sequences, C0/C1 controls and bidirectional
+/// overrides arrive escaped in every tool's answer; `read` with `raw` gives the bytes.
+#[path = "background/harmless.rs"]
+mod harmless;
 /// A hostile files folder: `background` and the output file made links or FIFOs.
 #[path = "background/hostile.rs"]
 mod hostile;
@@ -43,6 +50,10 @@ mod pages;
 /// supervisors than a user has inotify instances.
 #[path = "background/scale.rs"]
 mod scale;
+/// `stop` with a signal: each reaches a program that traps it, through the sandbox; KILL; and
+/// Ctrl-\ and Ctrl-Z on a terminal, CONT after it.
+#[path = "background/signals.rs"]
+mod signals;
 /// A run's stdin (issue 18): `input`, interactive runs driven with `write`, the refusals, and
 /// who can reach a run's stdin channel.
 #[path = "background/stdin.rs"]
@@ -60,3 +71,11 @@ mod waiting;
 /// How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the proven supervisor.
 #[path = "background/wake.rs"]
 mod wake;
+/// `watch` as a task: its line, a regular expression, the run's end, its timeout, cancelled,
+/// ten at once, 10 MB asleep and through rotations, outliving its serve.
+#[path = "background/watch.rs"]
+mod watch;
+/// `watch` without tasks (a call that waits), its description, its refusals, and watch ids
+/// among task ids.
+#[path = "background/watch_calls.rs"]
+mod watch_calls;

@@ -12,12 +12,19 @@
 /// A private HOME, serve's flags as a person types them, and starting an entry as a host does.
 #[path = "config/home.rs"]
 mod home;
+/// What config adds for the machine, `--read`, a program not on the path, `check` with no
+/// line, refusals ending their line.
+#[path = "config/machine.rs"]
+mod machine;
 /// The README's host entries are what `config --write` writes.
 #[path = "config/readme_blocks.rs"]
 mod readme_blocks;
 /// What `config` refuses: a leaking line, a machine without bubblewrap, serve's own refusals.
 #[path = "config/refusals.rs"]
 mod refusals;
+/// `--files-from roots`: one user entry for every project, and `check` of it.
+#[path = "config/roots.rs"]
+mod roots;
 /// `--write`: merged, the rest kept, a backup, `--force`.
 #[path = "config/write.rs"]
 mod write;
@@ -71,14 +78,30 @@ fn without_a_sandbox_line_the_entry_holds_the_recommended_line_for_this_machine(
         let out = home.config(&args, None);
         let (_, entry) = printed_entry(host, &out);
         let entry_args = strings(&entry["args"]);
-        let at = entry_args.iter().position(|a| a == "--").unwrap();
+        // The README's line, --files bound, and the machine's part: the home an empty tmpfs
+        // first, the environment as --vars.
+        let (line, machine) = readme::without_machine_part(&entry_args);
+        let at = line.iter().position(|a| a == "--").unwrap();
         let mut wanted = vec!["--".to_owned()];
         wanted.extend(readme::recommended_sandbox(&home.work(), &[]));
         assert_eq!(
-            entry_args[at..],
+            line[at..],
             wanted[..],
             "{host}: the README's line, --files bound"
         );
+        assert_eq!(
+            machine[..2],
+            ["--tmpfs".to_owned(), path_str(&home.path)],
+            "{host}: {machine:?}"
+        );
+        let vars = readme::vars(&entry_args);
+        for var in [
+            "PATH=/usr/bin:/bin".to_owned(),
+            format!("HOME={}", path_str(&home.path)),
+            "TMPDIR=/tmp".to_owned(),
+        ] {
+            assert!(vars.contains(&var), "{host}: {var} not in {vars:?}");
+        }
         assert!(!entry_args.iter().any(|a| a == "--no-sandbox-check"));
         start_entry(&entry, host);
     }

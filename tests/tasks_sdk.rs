@@ -3,8 +3,10 @@
 //! (`@modelcontextprotocol/ext-tasks` 0.2.2) opens `lnk-link-run serve --state ...` over stdio in
 //! the 2026-07-28 era, pinned and probed (`auto`), and checks that `start` becomes a task that
 //! completes with a result whose `structuredContent` validates against `start`'s `outputSchema`,
-//! that `tasks/cancel` brings a `sleep` to `cancelled`, and that a task started by one serve is
-//! completed for a second serve on the same state folder once the first has exited. The checks
+//! that `tasks/cancel` brings a `sleep` to `cancelled`, that a task started by one serve is
+//! completed for a second serve on the same state folder once the first has exited, and that a
+//! `watch` is a task of its own that completes with the line its run printed (validating against
+//! `watch`'s `outputSchema`) and, cancelled, leaves the run running (issue 34). The checks
 //! live in `conformance/tasks_client.mjs` (its reporting and small helpers in `tasks_report.mjs`);
 //! this test builds serve's command line and runs the script, once with the tests' pass-through
 //! sandbox prefix and once under bubblewrap with the README's recommended sandbox line.
@@ -42,7 +44,7 @@ use lnk_tests::skip::skip_required_by;
 
 /// npm may download Node itself on a fresh machine.
 const INSTALL_DEADLINE: Duration = Duration::from_secs(900);
-/// Two modes of six checks, each bounded at 90 s by the script itself, most done in seconds.
+/// Two modes of seven checks, each bounded at 90 s by the script itself, most done in seconds.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(480);
 /// How long the cancelled run and the serves may take to be gone once the script has ended.
 const GONE_WITHIN: Duration = Duration::from_secs(15);

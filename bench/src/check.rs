@@ -159,6 +159,7 @@ fn probe_time(run: &Path, files: &Path, prefix: &[OsString]) -> Result<Duration>
 
 /// How long the line takes to run `/bin/true`: what any sandboxed program pays.
 fn bwrap_true(prefix: &[OsString]) -> Result<Duration> {
+    let prefix = crate::line::by_hand(prefix);
     let (program, args) = prefix.split_first().context("an empty sandbox line")?;
     let started = Instant::now();
     let status = Command::new(program)

@@ -414,7 +414,9 @@ fn spawn_like_serve(command: &mut Command) -> &mut Command {
     }
 }
 
-/// Item 1 again under bubblewrap (extra information, no target).
+/// Item 1 again under bubblewrap (extra information, no target), with the recommended line
+/// and with the same line less `{protected}` (the protected paths' binds, found for each
+/// sandbox): what protecting them costs a call.
 fn bubblewrap(
     report: &mut Report,
     bins: &Bins,
@@ -425,6 +427,28 @@ fn bubblewrap(
     // The README's recommended line, plus a read-only view of the programs folder.
     let prefix: Vec<OsString> =
         crate::line::recommended(&place.files, std::slice::from_ref(&place.programs), bwrap)?;
+    let title = "4. extra, no target: per-call overhead under bubblewrap";
+    bubblewrap_line(report, (bins, place), &prefix, calls, title)?;
+    let title = "4b. extra, no target: the same, without {protected} (no protected paths)";
+    bubblewrap_line(
+        report,
+        (bins, place),
+        &crate::line::by_hand(&prefix),
+        calls,
+        title,
+    )
+}
+
+/// Item 4 under the sandbox line `prefix`.
+fn bubblewrap_line(
+    report: &mut Report,
+    (bins, place): (&Bins, &Place),
+    prefix: &[OsString],
+    calls: usize,
+    title: &str,
+) -> Result<()> {
+    let calls_prefix = prefix.to_vec();
+    let prefix = crate::line::by_hand(prefix);
     let (program, args) = prefix.split_first().context("an empty bwrap prefix")?;
     spawn_true(
         Command::new(program)
@@ -433,20 +457,18 @@ fn bubblewrap(
             .arg(&place.true_path),
     )
     .context("bwrap cannot run /bin/true here")?;
-    let serve = Serve::start("bwrap", &place.serve_args(bins, "bwrap", prefix.clone()))?;
+    let protected = calls_prefix.iter().any(|w| w == crate::line::PROTECTED);
+    let mut serve_args = place.serve_args(bins, "bwrap", calls_prefix);
+    // Without the protected paths the check refuses the line (as it should): only the cost is
+    // compared here.
+    serve_args.sandbox_check &= protected;
+    let serve = Serve::start("bwrap", &serve_args)?;
     let direct = || {
         let mut command = Command::new(program);
         command.args(args).arg("--").arg(&place.true_path);
         command
     };
-    let serve = per_call(
-        report,
-        "4. extra, no target: per-call overhead under bubblewrap",
-        false,
-        serve,
-        calls,
-        direct,
-    )?;
+    let serve = per_call(report, title, false, serve, calls, direct)?;
     serve.shutdown()
 }
 

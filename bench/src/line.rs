@@ -30,6 +30,19 @@ fn elements() -> Result<Vec<String>> {
     Ok(elements)
 }
 
+/// The word serve fills in with the protected paths' binds.
+pub const PROTECTED: &str = "{protected}";
+
+/// `prefix` as bubblewrap itself takes it, run by hand rather than by serve: the word serve
+/// fills in for the protected paths left out (it only adds binds).
+pub fn by_hand(prefix: &[OsString]) -> Vec<OsString> {
+    prefix
+        .iter()
+        .filter(|word| *word != PROTECTED)
+        .cloned()
+        .collect()
+}
+
 /// The recommended sandbox prefix for `files`, with `visible` bound read-only before the files
 /// folder's bind, and `bwrap` (found on this machine) as its program.
 pub fn recommended(files: &Path, visible: &[PathBuf], bwrap: &Path) -> Result<Vec<OsString>> {

@@ -1,17 +1,22 @@
 //! Link Run's benchmarks: `lnk-bench foreground` measures `lnk-link-run serve` against
 //! baselines taken in the same run; `lnk-bench background` measures background runs (`start`,
 //! the supervisor's output cap, sweep, `list`, telling) against the issues' targets;
-//! `lnk-bench check` measures what the sandbox check adds to serve's start (`bench/run.sh`
-//! builds everything and runs all three).
+//! `lnk-bench check` measures what the sandbox check adds to serve's start; `lnk-bench
+//! machine` the line `config` builds for this machine against the README's; `lnk-bench
+//! caches` what the agent's cache layers add to a call; `lnk-bench network` what
+//! `--net-allow` costs (`bench/run.sh` builds everything and runs them all).
 //
 // A benchmark's whole job is to print its report on stdout.
 #![allow(clippy::print_stdout)]
 
 mod background;
 mod bins;
+mod caches;
 mod check;
 mod foreground;
 mod line;
+mod machine;
+mod network;
 mod procs;
 mod report;
 mod scale;
@@ -40,6 +45,14 @@ enum Bench {
     Background(background::Options),
     /// The sandbox check: what it adds to serve's start under the README's recommended line.
     Check(check::Options),
+    /// The line `config` builds for this machine against the README's line: `config` itself,
+    /// warm and cold calls, bubblewrap alone.
+    Machine(machine::Options),
+    /// The agent's cache layers: a call warm and cold with two `--cache` folders against none.
+    Caches(caches::Options),
+    /// `--net-allow`: a call without a connection, a large download and 32 at once, through
+    /// the proxy and without.
+    Network(network::Options),
     /// Random-moment SIGKILLs of serve and of supervisors under each sandbox: how many left a
     /// process of the call or the run behind (target: none).
     Soak(soak::Options),
@@ -51,6 +64,9 @@ fn main() -> ExitCode {
         Bench::Foreground(options) => foreground::run(options),
         Bench::Background(options) => background::run(options),
         Bench::Check(options) => check::run(options),
+        Bench::Machine(options) => machine::run(options),
+        Bench::Caches(options) => caches::run(options),
+        Bench::Network(options) => network::run(options),
         Bench::Soak(options) => soak::run(options),
     };
     match result {

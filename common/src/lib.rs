@@ -24,7 +24,9 @@
 //! | `<id>.in` | an interactive run's stdin channel: a Unix socket (0600) on which its supervisor answers `write` ([`stdin`]); removed when the run ends, by its supervisor or by the sweep that records it lost |
 //! | `sweep.log` | the log of the sweeps `serve` starts |
 //! | `<id>.damaged` | a record a sweep could not read or trust, moved aside for a person; never read by the programs |
+//! | `watches/<id>/<tag>.json`, `<tag>.done` | run `<id>`'s watches, each an MCP task of its own (`<id>-<tag>`): what it waits for, and how it ended ([`watch`]); removed with the run |
 //! | `index/…` | the index: names (hard links of the run's lock) that say which runs may run, when each started, when each is due, which are untold ([`index`]) |
+//! | `projects/<name>/` | a project's own state folder, laid out as this one: the runs of a `serve --files-from roots`, whose files folder is the client's ([`projects`]). A sweep, `stop --state` and `remove --state` of the folder cover each |
 //! | `tmp/.tmp-<random>` | a temporary file: a record being written, a lock being created. Older than 60 s ([`layout::TEMP_GRACE`]): a crash's leftover, which a sweep removes. (Folders made before `tmp/` may hold `.tmp-<random>` at the top; a sweep of such a folder removes them too) |
 //!
 //! Other names are reported (by a sweep that reads the whole folder) and left alone. `<id>` is
@@ -114,12 +116,15 @@
 //! | `launch.thread`, `.hops` | the conversation to tell (empty when the run was started without one, which only a `serve` without a way in allows), and the call's hops (the message carries `hops + 1`) |
 //! | `launch.tell_to` | `{way_in, agent, keyring}`: the way-in socket, the agent id (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`) and the keyring folder; `null` without a way in (never told) |
 //! | `launch.stdin` | absent for an empty stdin that ends at once (every record before it); else `{"input_bytes": N, "mode": M}`: `N` bytes of `start`'s `input` (absent for none), handed to the supervisor on its fd 3, never stored; `M` is `"ends"`, `"interactive"` (stdin stays open, `write` adds to it through `<id>.in`) or `{"tty": {"cols": C, "rows": R}}` (stdin, stdout and stderr a terminal of the run's own) ([`stdin`]) |
+//! | `launch.caches` | absent for none (every record before it); else the cache folders (`--cache`) the run's sandbox gets a writable layer of its own over, which the gate makes before it starts the sandbox (what the run writes there never reaches the user's folder) |
+//! | `launch.net_allow` | absent without a proxy (every record before it); else the `--net-allow` rules the run's programs may reach through a proxy its supervisor holds, each in the form `--net-allow` reads (`name`, `name:port`, `*.suffix`, `10.0.0.5`, `[::1]:8080`). A build that does not know the field runs the run without the proxy: the sandbox's network stays cut, and the run reaches nothing |
 //! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate: the run's reaper, which forks the sandbox into a group of its own; in records of older gates, the gate that `exec`ed the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
 //! | `supervisor` | absent until the supervisor can hear a stop (and in records of older supervisors); then `{"pid": P, "start_time": T}`, the supervisor's pid and start time (`/proc/<pid>/stat` field 22), written with `group`. A stop signals that process (SIGURG) only once the process at `P` is proven to have started at `T` on this boot (`lnk_proc::wake`) |
 //! | `sandbox` | absent in records of older gates; written with `group`: `{"session": S, "pgid": P, "output_pipe": {dev, ino}}`, where `S` is the run's session (the gate leads it too, so `S` equals `group.leader_pid`; a record saying otherwise is refused), `P` the sandbox process's own group, `null` until the gate reports the sandbox started, and `output_pipe` the identity of the pipe the run writes its output to (absent in records of older supervisors). A sweep signals only processes proven the run's: in session `S` (in any group), started no earlier than the gate, and either started before a moment at which the gate was seen alive or holding `output_pipe` (after pid reuse, `S` and `P` may be another program's) |
 //! | `left_running` | absent unless a sweep left processes running that looked like the run's but that nothing proved its own; then what, in words, with their pids |
 //! | `failure` | absent unless the run could not start; then why, in words (the sandbox could not be executed, with the system's reason), and the run is `lost` |
 //! | `status` | `{"state": "running"}`, or `{"state": S, "ended_at_ms": T, "exit": E}` with `S` one of `exited` (ended by itself), `timed_out`, `stopped` (`<id>.stop`), `lost` (supervisor quit or died) and `E` one of `{"code": n}`, `{"signal": n}` or `null` (unknown; never for `exited`) |
+//! | `network` | absent for a run without `launch.net_allow` (and in older records); else what its programs did through the proxy, written by the supervisor once the run ended: `{"connections": N, "bytes_in": N, "bytes_out": N, "refused": [{"host", "port", "count", "why"}]}` ([`network`]) |
 //! | `output.written_bytes` | everything the run wrote, dropped bytes included, as of the record's last write (exact once ended; while running, `dropped_bytes` + the file's length is the live figure) |
 //! | `output.dropped_bytes` | bytes cut from the file's start by rotations, in all; never more than `written_bytes` |
 //! | `output.file` | `{dev, ino}` of the output file `dropped_bytes` is for; `null` before it exists |
@@ -188,8 +193,10 @@ pub mod keys;
 pub mod layout;
 pub mod list_page;
 pub mod lock;
+pub mod network;
 pub mod output_file;
 pub mod process_id;
+pub mod projects;
 pub mod record;
 pub mod record_store;
 pub mod run_files;
@@ -205,6 +212,7 @@ pub mod time;
 mod trust;
 pub mod unknown;
 pub mod vars;
+pub mod watch;
 pub mod write;
 
 pub use causes::Causes;

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Op, RecordProblem};
 use crate::id::{AgentId, RunId};
+use crate::network::Network;
 use crate::process_id::ProcessId;
 use crate::status::Status;
 use crate::time::UnixMs;
@@ -71,6 +72,10 @@ pub struct Record {
     pub left_running: Option<String>,
     /// Running, or how it ended.
     pub status: Status,
+    /// What the run's programs did through its proxy ([`Launch::net_allow`]), written once
+    /// the run ended; absent before, for a run without one, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
     /// The output file's counters.
     pub output: Output,
     /// Whether the run's end has been told.
@@ -108,6 +113,17 @@ pub struct Launch {
     /// at once, as in older records.
     #[serde(default, skip_serializing_if = "crate::stdin::Stdin::is_default")]
     pub stdin: crate::stdin::Stdin,
+    /// The cache folders the run's sandbox gets a writable layer of its own over, which its
+    /// gate makes before the sandbox starts (`--cache`, when serve could make the layers);
+    /// absent for none, as in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<PathBuf>,
+    /// The hosts the run's programs may reach through a proxy of Link Run's, held by its
+    /// supervisor (`--net-allow`, each in the form it reads); absent without one, as in older
+    /// records. A build that does not know it runs the run without the proxy: its sandbox's
+    /// network stays cut, so the run reaches nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub net_allow: Vec<String>,
 }
 
 /// The program of a run.
@@ -288,6 +304,7 @@ impl Record {
             failure: None,
             left_running: None,
             status: Status::Running,
+            network: None,
             output: Output::default(),
             telling: Telling::default(),
             unknown: serde_json::Map::new(),

@@ -132,6 +132,11 @@ impl Record {
 /// link and without blocking (a FIFO put in a record's place must not hang a reader), at most
 /// [`MAX_RECORD`] of them.
 fn read_regular(path: &Path) -> Result<Vec<u8>, Error> {
+    read_regular_within(path, MAX_RECORD)
+}
+
+/// The bytes of `path`, a regular file of the user's (never through a link), at most `max`.
+pub(crate) fn read_regular_within(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
     use rustix::fs::{Mode, OFlags};
     use std::io::Read;
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
@@ -143,10 +148,10 @@ fn read_regular(path: &Path) -> Result<Vec<u8>, Error> {
     // Sized from the stat, so a record is read in one `read` (and one more that finds the end).
     let size = usize::try_from(stat.st_size)
         .unwrap_or(0)
-        .min(MAX_RECORD as usize);
+        .min(usize::try_from(max).unwrap_or(usize::MAX));
     let mut bytes = Vec::with_capacity(size.saturating_add(1));
     fs::File::from(fd)
-        .take(MAX_RECORD)
+        .take(max)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(Op::Read, path, e))?;
     Ok(bytes)

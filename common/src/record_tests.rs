@@ -38,6 +38,8 @@ fn launch(tell: bool) -> Launch {
             keyring: "/k".into(),
         }),
         stdin: Default::default(),
+        caches: Vec::new(),
+        net_allow: Vec::new(),
     }
 }
 
@@ -130,6 +132,21 @@ fn json_field_names_are_the_documented_ones() {
     assert_eq!(value["status"], json!({"state": "running"}));
     assert_eq!(value["launch"]["vars"], json!({"DISPLAY": ":0"}));
     assert_eq!(value["launch"]["limits"]["output_cap_bytes"], json!(65_536));
+}
+
+#[test]
+fn a_run_s_cache_folders_are_kept_and_absent_when_there_are_none() {
+    let mut r = record(false);
+    let value = serde_json::to_value(&r).unwrap();
+    assert!(value["launch"].get("caches").is_none(), "{value}");
+    r.launch.caches = vec!["/home/me/.cargo/registry".into(), "/home/me/.npm".into()];
+    let value = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        value["launch"]["caches"],
+        json!(["/home/me/.cargo/registry", "/home/me/.npm"])
+    );
+    let back: Record = serde_json::from_value(value).unwrap();
+    assert_eq!(back, r);
 }
 
 #[test]

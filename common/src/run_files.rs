@@ -10,7 +10,8 @@
 //!
 //! **Removing** ([`remove`], by a sweep or `remove --state`, holding the run's lock): its
 //! output file (through the files folder's handle), its stop request, its log, its stdin
-//! channel, its record, its names but the `due` one, then its lock, and last its `due` name:
+//! channel, its watches (`watches/<id>/`, [`crate::watch`]), its record, its names but the
+//! `due` one, then its lock, and last its `due` name:
 //! a removal cut short leaves a `due` name whose record is gone, which the next sweep tidies.
 
 use std::fs::File;
@@ -206,6 +207,7 @@ pub fn remove(
     ] {
         remove_if_there(&path)?;
     }
+    crate::watch::remove_run(state, id)?;
     let minute = index::forget_names(state, record, names)?;
     lock.remove()?;
     index::forget_due(state, record, names)?;

@@ -12,10 +12,13 @@
 //!
 //! A run some of whose output could not be written for want of room adds `"unwritten_bytes"`
 //! and `"unwritten_why"` (`"the files folder was full (No space left on device)"`).
+//! A run with a proxy (`--net-allow`) that has ended adds `"network"`, its figures
+//! ([`crate::network`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::id::RunId;
+use crate::network::Network;
 use crate::record::Record;
 use crate::status::State;
 
@@ -58,6 +61,9 @@ pub struct RunSummary {
     /// Why, in words; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unwritten_why: Option<String>,
+    /// What its programs did through its proxy, once it ended; absent for a run without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -81,9 +87,7 @@ impl RunSummary {
             )
         })
     }
-}
 
-impl RunSummary {
     /// The summary as it is shown: its arguments cut to [`ARGS_SHOWN`] characters in all and
     /// its `dir` to as many.
     pub fn shortened(mut self) -> RunSummary {
@@ -151,6 +155,7 @@ impl Record {
             unwritten_why: (self.output.unwritten_bytes > 0)
                 .then(|| self.output.no_room.map(|why| why.describe()))
                 .flatten(),
+            network: self.network.clone(),
         }
     }
 }

@@ -305,3 +305,38 @@ fn interactive_record_v1() {
         "an empty stdin is not written: {written}"
     );
 }
+
+#[test]
+fn network_record_v1() {
+    use lnk_common::network::{Network, Refused};
+    let r = load_fixture("record-v1-network.json", "n3t4w5o6r7k8a9l0l1o2");
+    assert_eq!(
+        r.launch.net_allow,
+        ["registry.example", "*.cdn.example:8443", "[::1]:4873"]
+    );
+    assert_eq!(
+        r.network,
+        Some(Network {
+            connections: 3,
+            bytes_in: 1_048_576,
+            bytes_out: 2048,
+            refused: vec![Refused {
+                host: "telemetry.example".into(),
+                port: 443,
+                count: 2,
+                why: "not on the allow-list".into(),
+            }],
+        })
+    );
+    assert!(r.nested_unknown.is_empty(), "every field is known");
+    let again = Record::from_json(&r.to_json().unwrap(), Path::new("again.json")).unwrap();
+    assert_eq!(again, r, "written back as read");
+    // A run without a proxy writes neither field, and older records read as runs without one.
+    let older = load_fixture("record-v1-running.json", "a0b1c2d3e4f5g6h7i8j9");
+    assert!(older.launch.net_allow.is_empty() && older.network.is_none());
+    let written = String::from_utf8(older.to_json().unwrap()).unwrap();
+    assert!(
+        !written.contains("net_allow") && !written.contains("\"network\""),
+        "{written}"
+    );
+}

@@ -1,7 +1,9 @@
 //! Link Run's process machinery, which both binaries use and neither reads of the other: the
 //! reaper that contains a call or a run ([`reaper`]), what `/proc` says of the machine and its
-//! processes ([`proc_info`]), signal masks and signalfd ([`reaper::signals`]), and waking a
-//! run's supervisor to a stop request ([`wake`]).
+//! processes ([`proc_info`]), signal masks and signalfd ([`reaper::signals`]), waking a
+//! run's supervisor to a stop request ([`wake`]), signalling a run's programs
+//! ([`run_signal`]), and the proxy that is a sandbox's one way to the network (`--net-allow`,
+//! [`net`]).
 //!
 //! It is not a contract: the contract between `lnk-link-run` and `lnk-link-supervise` is
 //! `lnk-common` alone, which this crate uses and which never uses it. All of Link Run's library
@@ -9,7 +11,10 @@
 
 #![deny(missing_docs)]
 
+pub mod net;
 pub mod poll;
 pub mod proc_info;
 pub mod reaper;
+pub mod run_signal;
+pub mod stub;
 pub mod wake;

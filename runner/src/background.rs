@@ -1,5 +1,5 @@
-//! Background runs, on the runner's side: the `start`, `list`, `read`, `write` and `stop` tools, and
-//! each run as an MCP task (`tasks/get`, `tasks/cancel`, `tasks/update`).
+//! Background runs, on the runner's side: the `start`, `list`, `read`, `write`, `stop` and `watch`
+//! tools, and each run and each watch as an MCP task (`tasks/get`, `tasks/cancel`, `tasks/update`).
 //!
 //! The runner never supervises: `start` writes the record and hands the run's locked lock
 //! file to `lnk-link-supervise supervise`, and the other tools only read records and output
@@ -8,10 +8,13 @@
 
 mod args;
 mod detached;
+mod grep;
+mod lines;
 mod list;
 mod orphans;
 mod output;
 mod read;
+mod read_wait;
 mod schema;
 mod start;
 mod stdin;
@@ -20,6 +23,10 @@ mod sweeps;
 mod task;
 mod task_result;
 mod wait;
+mod watch;
+mod watch_result;
+mod watch_search;
+mod watch_task;
 mod watcher;
 mod write;
 
@@ -30,4 +37,5 @@ pub use start::{META_HOPS, META_THREAD, start};
 pub use stop::stop;
 pub use sweeps::start_sweeps;
 pub use task::task_method;
+pub use watch::watch;
 pub use write::write;

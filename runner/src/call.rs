@@ -12,14 +12,17 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use lnk_proc::net::AllowList;
 use lnk_proc::reaper::Event;
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
 use crate::call_pipes::Running;
 use crate::capture::HeadTail;
+use crate::net::CallProxy;
 use crate::reaper::Reaper;
 use crate::spawn;
 
@@ -95,6 +98,8 @@ pub struct CallOutcome {
     pub stdout: HeadTail,
     /// Its stderr.
     pub stderr: HeadTail,
+    /// What its programs did through the proxy; `None` without `--net-allow`.
+    pub network: Option<Box<lnk_common::network::Network>>,
 }
 
 /// Why a call that was handed to a sandbox started ahead of it did not run: its answer says
@@ -135,6 +140,12 @@ pub enum Ended {
 pub struct CallSpec {
     /// The full argv, sandbox first.
     pub argv: Vec<std::ffi::OsString>,
+    /// The cache folders the sandbox gets a layer of its own over.
+    pub caches: Vec<std::path::PathBuf>,
+    /// The descriptors the sandbox line names.
+    pub passed: crate::sandbox_line::pass::Passed,
+    /// What the sandbox line protects ([`crate::sandbox_line::Expanded::protected`]).
+    pub protected: crate::sandbox_line::Protected,
     /// The working folder.
     pub cwd: crate::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
@@ -143,22 +154,44 @@ pub struct CallSpec {
     pub timeout: Duration,
     /// The output kept per stream.
     pub output: u64,
+    /// The hosts its programs may reach through a proxy of its own (`--net-allow`), and how
+    /// many of `argv`'s first words are its sandbox's.
+    pub net: Option<(Arc<AllowList>, usize)>,
 }
 
 /// Runs one call to its end. `progress` hears the elapsed time and the bytes seen about once
 /// a second.
 pub fn run(
-    spec: CallSpec,
+    mut spec: CallSpec,
     control: &CallControl,
     progress: Option<&mut dyn FnMut(Duration, u64)>,
 ) -> io::Result<Ended> {
     let start = Instant::now();
+    // A proxy of the call's own, when it has one: started before its sandbox, ended after.
+    let mut proxy = match &spec.net {
+        Some((allow, words)) => Some(CallProxy::start(
+            allow,
+            spec.timeout.saturating_add(LEFTOVER_GRACE),
+            *words,
+        )?),
+        None => None,
+    };
+    // The descriptors the line names are the reaper's once it is started: not held here for
+    // the call's length (many calls at once would hold many).
+    let passed = std::mem::take(&mut spec.passed);
     let mut reaper = spawn::spawn(
         &spec.argv,
+        (&passed, &spec.protected),
+        &spec.caches,
         spec.cwd.handle.as_fd(),
         &spec.cwd.path,
         spec.input.is_some(),
+        proxy.as_ref().and_then(CallProxy::hand_off),
     )?;
+    drop(passed);
+    if let Some(proxy) = &mut proxy {
+        proxy.handed();
+    }
     let watched = watch(spec, control, progress, start, &mut reaper);
     if watched.is_err() {
         reaper.stop();
@@ -173,6 +206,8 @@ pub fn run(
         }
         _ => reaper.finish(),
     };
+    // Everything of the call is dead: nothing uses its proxy any more.
+    let network = proxy.map(|proxy| Box::new(proxy.finish()));
     let mut watched = watched?;
     // Processes of the call that outlived a reaper killed before it could kill them (a
     // leftover that killed it) were killed as it was reaped: leftovers all the same.
@@ -192,6 +227,7 @@ pub fn run(
         elapsed: at.duration_since(start),
         stdout: watched.out,
         stderr: watched.err,
+        network,
     }))
 }
 

@@ -3,7 +3,7 @@
 //! Memory never exceeds the limit, whatever the program writes: the head keeps the first half,
 //! the tail is a ring holding the last half, and both grow only as bytes arrive.
 
-use crate::utf8;
+use crate::{escaping, utf8};
 
 /// The head and tail of one stream, and how many bytes it wrote in all.
 #[derive(Debug)]
@@ -85,7 +85,9 @@ impl HeadTail {
     /// The kept bytes as text: `(head, left_out, tail)`. Nothing is left out when the stream fit;
     /// then everything is in `head` and `tail` is empty. Cuts never split a UTF-8 character (the
     /// bytes of a character cut in two are counted as left out) and bytes that are not UTF-8 are
-    /// shown as U+FFFD.
+    /// shown as U+FFFD. The text is shown escaped ([`crate::escaping`]), and each end shows at
+    /// most `limit / 2` bytes of it: what an escape pushes past that is left out (and counted)
+    /// too.
     pub fn render(&self) -> Rendered {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let mut tail = Vec::with_capacity(self.tail.len());
@@ -94,18 +96,38 @@ impl HeadTail {
         if kept == self.total {
             let mut all = self.head.clone();
             all.extend_from_slice(&tail);
-            return Rendered {
-                head: String::from_utf8_lossy(&all).into_owned(),
-                left_out: 0,
-                tail: String::new(),
-            };
+            let (whole, used) = escaping::front(&all, self.half.saturating_mul(2), false);
+            if used == all.len() {
+                return Rendered {
+                    head: whole,
+                    left_out: 0,
+                    tail: String::new(),
+                };
+            }
+            // Escaped, it is longer than both ends together: cut in the middle.
+            return self.ends(&all, &all);
         }
         let head = &self.head[..self.head.len() - utf8::incomplete_suffix(&self.head)];
         let tail = &tail[utf8::continuation_prefix(&tail)..];
+        self.ends(head, tail)
+    }
+
+    /// The first `half` shown bytes of `head` and the last `half` of what `tail` holds past
+    /// them (the two may be the same bytes), and what lies between, counted.
+    fn ends(&self, head: &[u8], tail: &[u8]) -> Rendered {
+        let (head_shown, head_used) = escaping::front(head, self.half, false);
+        // When both are the same bytes, the tail begins where the head ended.
+        let tail = if std::ptr::eq(head, tail) {
+            &tail[head_used..]
+        } else {
+            tail
+        };
+        let (tail_shown, tail_skipped) = escaping::back(tail, self.half, false);
+        let shown = (head_used + tail.len() - tail_skipped) as u64;
         Rendered {
-            head: String::from_utf8_lossy(head).into_owned(),
-            left_out: self.total - (head.len() + tail.len()) as u64,
-            tail: String::from_utf8_lossy(tail).into_owned(),
+            head: head_shown,
+            left_out: self.total - shown,
+            tail: tail_shown,
         }
     }
 }
@@ -177,7 +199,7 @@ mod tests {
 
     #[test]
     fn one_large_write_keeps_its_end() {
-        let data: Vec<u8> = (0..100u8).collect();
+        let data: Vec<u8> = (0..100u8).map(|i| b'!' + i % 90).collect();
         let mut buffer = HeadTail::new(20);
         buffer.push(&data[..3]);
         buffer.push(&data[3..]);
@@ -221,6 +243,24 @@ mod tests {
         buffer.push(b"abc");
         let r = buffer.render();
         assert_eq!((r.head.as_str(), r.left_out, r.tail.as_str()), ("", 3, ""));
+    }
+
+    #[test]
+    fn escapes_are_shown_and_count_against_each_end() {
+        // Short: all of it, escaped.
+        let r = kept(64, &[b"a\x1b[2Jb"]);
+        assert_eq!((r.head.as_str(), r.left_out), ("a\\e[2Jb", 0));
+        // Eight ESC bytes fit the limit of 8 raw, not once escaped (16 bytes): cut in the
+        // middle, what did not fit counted as left out.
+        let r = kept(8, &[b"\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b"]);
+        assert_eq!(
+            (r.head.as_str(), r.left_out, r.tail.as_str()),
+            ("\\e\\e", 4, "\\e\\e")
+        );
+        // Past the limit: each end within its half, shown.
+        let r = kept(8, &[b"\x1b\x1bxyz", &[b'.'; 100], b"\x1b\x1b\x1b\x1b"]);
+        assert_eq!((r.head.as_str(), r.tail.as_str()), ("\\e\\e", "\\e\\e"));
+        assert_eq!(r.left_out, 109 - 4);
     }
 
     #[test]

@@ -2,15 +2,23 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lnk_common::AgentId;
+use lnk_proc::net::AllowList;
+
+use crate::sandbox_line::Expanded;
 
 /// The checked configuration of one `serve`.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The files folder, canonical.
+    /// The files folder, canonical. With `--files-from roots`, until a project is chosen
+    /// (`crate::project`), the folder serve was started in (empty when it cannot be resolved):
+    /// no call runs on it before it is checked as a project's folder.
     pub files: PathBuf,
+    /// Where the files folder comes from.
+    pub files_from: FilesFrom,
     /// Where allowed programs are looked up, `:`-separated, in order.
     pub programs_path: OsString,
     /// A call's time limit.
@@ -19,36 +27,108 @@ pub struct Config {
     pub output: u64,
     /// The allowed program names, in the order given, without repeats.
     pub programs: Vec<String>,
-    /// Variables passed through `/usr/bin/env`.
+    /// Variables passed through `/usr/bin/env` (`--var`, as given).
     pub vars: Vec<(String, String)>,
     /// Background runs, when `--state` is given.
     pub background: Option<Background>,
+    /// The hosts programs may reach through Link Run's proxy (`--net-allow`); `None`: no
+    /// proxy, and the sandbox's network is what its line makes it.
+    pub net: Option<Arc<AllowList>>,
     /// The sandbox prefix, as given (with the words [`crate::sandbox_line`] replaces).
     pub sandbox: Vec<OsString>,
+    /// The cache folders (`--cache`), and whether their layers can be made here.
+    pub caches: crate::caches::Caches,
+}
+
+/// Where the files folder comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilesFrom {
+    /// `--files`: one folder, fixed at start.
+    Flag,
+    /// `--files-from roots`: the client's first root, else the folder serve was started in,
+    /// chosen once per serve ([`crate::project`]).
+    Roots,
 }
 
 impl Config {
-    /// The sandbox prefix as calls run it: [`crate::sandbox_line::expand`].
-    pub fn sandbox_line(&self) -> Vec<OsString> {
-        crate::sandbox_line::expand(&self.sandbox, &self.files)
+    /// This configuration for the project whose files folder is `files` (canonical, checked):
+    /// calls work there, and background runs are kept in the project's own state folder under
+    /// the one given ([`lnk_common::projects`]).
+    pub fn for_project(&self, files: PathBuf) -> Config {
+        let mut config = self.clone();
+        if let Some(background) = &mut config.background {
+            let given = lnk_common::layout::StateDir::new(&background.given_state);
+            background.state = given.project(&files).path().to_path_buf();
+        }
+        config.files = files;
+        config
+    }
+
+    /// The sandbox prefix as one sandbox runs it, made now: [`crate::sandbox_line::expand`].
+    /// `Err` says why this sandbox cannot be made.
+    pub fn sandbox_line(&self) -> Result<Expanded, String> {
+        crate::sandbox_line::expand(&self.sandbox, &self.files, &self.caches)
+    }
+
+    /// The cache folders each sandbox gets a layer of its own over (none when the layers
+    /// cannot be made here): what a reaper is told with `--cache`.
+    pub fn layers(&self) -> Vec<PathBuf> {
+        self.caches.layers()
     }
 
     /// The command line that runs `program` (a resolved path) with `args` under the sandbox,
-    /// with `--var`s set: [`lnk_common::command_line::sandboxed`].
-    pub fn command_line(&self, program: &Path, args: &[impl AsRef<OsStr>]) -> Vec<OsString> {
-        let vars = self
-            .vars
+    /// with the [`Config::program_vars`] set ([`lnk_common::command_line::sandboxed`]), as the
+    /// words of an [`Expanded`] line (with the descriptors they name).
+    pub fn command_line(
+        &self,
+        program: &Path,
+        args: &[impl AsRef<OsStr>],
+    ) -> Result<Expanded, String> {
+        self.command_line_and_words(program, args)
+            .map(|(line, _)| line)
+    }
+
+    /// [`Config::command_line`], and how many of its first words are the sandbox's (the line
+    /// is filled in anew for each sandbox made, so its length is the one of this line).
+    pub fn command_line_and_words(
+        &self,
+        program: &Path,
+        args: &[impl AsRef<OsStr>],
+    ) -> Result<(Expanded, usize), String> {
+        let mut line = self.sandbox_line()?;
+        let words = line.words.len();
+        let vars = self.program_vars();
+        let vars = vars
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()));
-        lnk_common::command_line::sandboxed(&self.sandbox_line(), vars, program.as_os_str(), args)
+        line.words =
+            lnk_common::command_line::sandboxed(&line.words, vars, program.as_os_str(), args);
+        Ok((line, words))
+    }
+
+    /// The variables every program gets: the `--var`s, then, with `--net-allow`, those that
+    /// name the proxy ([`lnk_proc::net::env`]) that no `--var` names.
+    pub fn program_vars(&self) -> Vec<(String, String)> {
+        let mut vars = self.vars.clone();
+        if let Some(allow) = &self.net {
+            for (name, value) in lnk_proc::net::env::variables(allow) {
+                if !vars.iter().any(|(given, _)| *given == name) {
+                    vars.push((name, value));
+                }
+            }
+        }
+        vars
     }
 }
 
 /// The background half's settings (`--state` and the flags that come with it).
 #[derive(Debug, Clone)]
 pub struct Background {
-    /// The state folder (absolute; it may not exist yet).
+    /// The state folder of this serve's runs (absolute; it may not exist yet): the one given,
+    /// or with `--files-from roots` the project's own under it ([`Config::for_project`]).
     pub state: PathBuf,
+    /// The state folder as given (`--state`): what serve sweeps, the projects' folders with it.
+    pub given_state: PathBuf,
     /// How many runs may run at once.
     pub max_running: u32,
     /// A run's time limit.

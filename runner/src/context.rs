@@ -8,29 +8,36 @@ use std::time::Duration;
 use crate::call::CallControl;
 use crate::config::Config;
 use crate::input::{self, InputBudget};
+use crate::project::Projects;
 use crate::protocol::Era;
 
 /// What every call of one `serve` shares.
 pub struct Toolbox {
-    /// The checked flags.
-    pub config: Config,
+    /// The project calls run in, and serve's checked flags.
+    pub projects: Arc<Projects>,
     /// The input the calls in flight hold.
     pub input: Arc<InputBudget>,
 }
 
 impl Toolbox {
-    /// The toolbox of a server started with `config`.
-    pub fn new(config: Config) -> Self {
+    /// The toolbox of a server whose calls run in `projects`' project.
+    pub fn new(projects: Arc<Projects>) -> Self {
         Self {
-            config,
+            projects,
             input: InputBudget::new(input::HELD_AT_ONCE),
         }
+    }
+
+    /// serve's checked flags, the same for every project but for its folders (what the tool
+    /// list and the discovery result say).
+    pub fn config(&self) -> &Config {
+        self.projects.template()
     }
 }
 
 /// One call's view of the server.
 pub struct ToolContext<'a> {
-    /// The checked flags.
+    /// The checked flags, for the call's project (its files folder and state folder).
     pub config: &'a Config,
     /// The input the calls in flight hold.
     pub input: &'a Arc<InputBudget>,
@@ -47,16 +54,18 @@ pub struct ToolContext<'a> {
 }
 
 impl<'a> ToolContext<'a> {
-    /// A call's context from the server's toolbox.
+    /// A call's context from the server's toolbox, in the project whose configuration is
+    /// `config`.
     pub fn new(
         toolbox: &'a Toolbox,
+        config: &'a Config,
         era: &'a Era,
         control: &'a CallControl,
         tasks: bool,
         progress: Option<&'a mut dyn FnMut(Duration, u64)>,
     ) -> Self {
         Self {
-            config: &toolbox.config,
+            config,
             input: &toolbox.input,
             era,
             control,

@@ -90,6 +90,8 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         tool = tool.name()
     )
     .entered();
+    // The project's folder may still be being asked for or made: the call waits for it.
+    let project = toolbox.projects.wait(in_flight.control());
     let token = meta
         .as_ref()
         .and_then(|meta| meta.get("progressToken"))
@@ -105,7 +107,13 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         None => None,
     };
     let answer = catch_unwind(AssertUnwindSafe(|| {
-        let mut ctx = ToolContext::new(toolbox, &era, in_flight.control(), tasks, progress);
+        let project = match &project {
+            Ok(project) => project,
+            Err(_) if in_flight.control().is_cancelled() => return None,
+            Err(refusal) => return Some(ToolAnswer::refusal(refusal.clone()).into()),
+        };
+        let mut ctx =
+            ToolContext::new(toolbox, project, &era, in_flight.control(), tasks, progress);
         tool.run(&mut ctx, &mut arguments, meta.as_ref())
     }))
     .unwrap_or_else(|_| {

@@ -8,13 +8,16 @@
 //! `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
 //! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
 //! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
-//! `background` holds the tools of background runs. Beside serve, `check` is the sandbox check
+//! `background` holds the tools of background runs; `project` is the project calls run in (the
+//! `--files` folder, or with `--files-from roots` the client's first root, checked, its state
+//! folder made, its sandbox checked and its spares started before any call runs there). Beside serve, `check` is the sandbox check
 //! and `host_config` is `lnk-link-run config <host>`, a host's entry for serve written for a
 //! person. `ARCHITECTURE.md` maps the processes.
 
 mod answer;
 mod answered;
 mod background;
+mod caches;
 mod call;
 mod call_pipes;
 mod call_threads;
@@ -25,12 +28,16 @@ mod cli;
 mod config;
 mod context;
 mod dispatch;
+mod escaping;
 mod exit_code;
 mod host_config;
 mod input;
 mod lines;
+mod net;
+mod never_list;
 mod program;
 mod progress;
+mod project;
 mod protocol;
 mod reaper;
 mod render;
@@ -38,7 +45,6 @@ mod sandbox_line;
 mod server;
 mod spares;
 mod spawn;
-mod stub;
 mod sync;
 mod tools;
 mod utf8;
@@ -63,7 +69,7 @@ pub fn main() -> ExitCode {
         Some(sub) if sub == reaper::REAP => return lnk_proc::reaper::main(args),
         // A warm sandbox's stub: before anything else too, and with nothing open but what the
         // reaper handed it.
-        Some(sub) if sub == stub::STUB => return stub::main(),
+        Some(sub) if sub == lnk_proc::stub::STUB => return lnk_proc::stub::main(),
         _ => {}
     }
     let (config, sandbox_check) = match cli::Cli::parse_args() {
@@ -74,12 +80,33 @@ pub fn main() -> ExitCode {
         Ok(cli::Invocation::Check { config, skipped }) => {
             check::hold_marker();
             init_logging();
-            return check::report(&config, skipped);
+            // With --files-from roots, a folder stands for the projects.
+            let stand_in = match project::stand_in(&config) {
+                Ok(stand_in) => stand_in,
+                Err(refusal) => return refuse_to_start(&refusal),
+            };
+            if let Some(note) = &stand_in.note {
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout().lock(), "note: {note}");
+            }
+            let code = check::report(&stand_in.config, skipped);
+            sandboxes_done();
+            return code;
+        }
+        Ok(cli::Invocation::CheckRecommended(serve_args)) => {
+            check::hold_marker();
+            init_logging();
+            return match host_config::check_recommended(&serve_args) {
+                Ok(code) => code,
+                Err(refusal) => refuse_to_start(&refusal),
+            };
         }
         Ok(cli::Invocation::Config(request)) => {
             check::hold_marker();
             init_logging();
-            return match host_config::run(&request) {
+            let done = host_config::run(&request);
+            sandboxes_done();
+            return match done {
                 Ok(code) => code,
                 Err(refusal) => refuse_to_start(&refusal),
             };
@@ -89,11 +116,21 @@ pub fn main() -> ExitCode {
     };
     check::hold_marker();
     init_logging();
-    match serve(config, sandbox_check) {
+    let served = serve(config, sandbox_check);
+    sandboxes_done();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         // Only the setup before serving fails this way: a refusal to start like the others.
         Err(err) => refuse_to_start(&format!("{err:#}")),
     }
+}
+
+/// At the end, once no call runs: the spares' sandboxes stopped, and the protected paths'
+/// placeholders removed when no other process still needs them
+/// ([`sandbox_line::protected::leave`]).
+fn sandboxes_done() {
+    spares::stop_all();
+    sandbox_line::protected::leave();
 }
 
 /// A refusal to start: exactly one line on stderr (control characters in what the user gave
@@ -127,26 +164,23 @@ fn init_logging() {
 /// Serves until stdin ends or SIGTERM/SIGINT arrives, then kills the calls in flight.
 fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     use anyhow::Context;
+    let making = project::Making {
+        sandbox_check,
+        warm_asked: !warm::cold_asked(),
+    };
     // Before anything else starts: a sandbox that does not confine is a refusal to start.
-    let warm_asked = !warm::cold_asked();
-    let (sandbox_warnings, warmth) = if sandbox_check {
-        check::before_serving(&config, warm_asked).map_err(anyhow::Error::msg)?
+    // With --files-from roots, each project's folder is checked once it is known.
+    let fixed = config.files_from == config::FilesFrom::Flag;
+    let (sandbox_warnings, warmth) = if fixed {
+        project::sandbox_checked(&config, making).map_err(anyhow::Error::msg)?
     } else {
-        let warmth = if warm_asked {
-            Ok(())
-        } else {
-            Err("cold starts were asked for".to_owned())
-        };
-        let warning = "--no-sandbox-check: the sandbox was not checked; nothing proves that it \
-                       keeps the agent's programs from the agent's key, the state folder or \
-                       serve's environment";
-        (vec![warning.to_owned()], warmth)
+        (Vec::new(), Ok(()))
     };
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
     if let Some(background) = &config.background {
-        let state = lnk_common::layout::StateDir::new(&background.state);
+        let state = lnk_common::layout::StateDir::new(&background.given_state);
         let empty = state.create().context("creating the state folder")?;
         // A new (empty) folder is indexed from the start; an older one by the next sweep.
         if empty {
@@ -159,10 +193,16 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
     if let Some(background) = &config.background {
         background::start_sweeps(background);
     }
-    // A call's reaper started ahead of it (with its sandbox, when calls start warm), once the
-    // sandbox is checked.
-    spares::start(warm::settings(&config, warmth, sandbox_check));
-    let server = server::Server::new(context::Toolbox::new(config), writer);
+    let projects = if fixed {
+        // A call's reaper started ahead of it (with its sandbox, when calls start warm), once
+        // the sandbox is checked.
+        spares::start(warm::settings(&config, warmth, sandbox_check));
+        project::Projects::fixed(config)
+    } else {
+        project::Projects::from_roots(config, making)
+    }
+    .context("setting up the project")?;
+    let server = server::Server::new(context::Toolbox::new(projects), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())
@@ -170,6 +210,7 @@ fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
             if let Some(signal) = signals.forever().next() {
                 tracing::info!(signal, "shutting down on a signal");
                 on_signal.shutdown();
+                sandboxes_done();
                 std::process::exit(0);
             }
         })

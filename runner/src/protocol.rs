@@ -46,6 +46,15 @@ pub fn declares_tasks(meta: Option<&Map<String, Value>>) -> bool {
         .is_some_and(Value::is_object)
 }
 
+/// Whether a 2026-07-28 request's `_meta` declares the `roots` capability among the client's
+/// capabilities (an object): the client answers `roots/list` asked in an
+/// `InputRequiredResult`.
+pub fn declares_roots(meta: Option<&Map<String, Value>>) -> bool {
+    meta.and_then(|meta| meta.get(META_CLIENT_CAPABILITIES))
+        .and_then(|capabilities| capabilities.get("roots"))
+        .is_some_and(Value::is_object)
+}
+
 /// The revision a request is served at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Era {
@@ -102,8 +111,13 @@ pub enum Incoming {
         /// Its params (an empty object when absent).
         params: Map<String, Value>,
     },
-    /// A response to something; this server sends no requests, so it is ignored.
-    Response,
+    /// A response to a request of the server's (`roots/list`, `crate::project`).
+    Response {
+        /// The id of the request it answers (absent: none this server can match).
+        id: Option<Value>,
+        /// Its `result`, or its `error`.
+        outcome: Result<Value, Value>,
+    },
 }
 
 /// A JSON-RPC error to send back.
@@ -261,7 +275,11 @@ fn parse_value(value: Value, line: &[u8]) -> Result<Incoming, RpcError> {
             ));
         }
         None if message.contains_key("result") || message.contains_key("error") => {
-            return Ok(Incoming::Response);
+            let outcome = match message.remove("result") {
+                Some(result) => Ok(result),
+                None => Err(message.remove("error").unwrap_or(Value::Null)),
+            };
+            return Ok(Incoming::Response { id, outcome });
         }
         None => return Err(RpcError::new(id_or_null, INVALID_REQUEST, "no `method`")),
     };
@@ -324,6 +342,7 @@ const QUOTED_CHARS: usize = 64;
 /// What a client sent (a method, a tool name), cut short for a message: a 3 MiB name must
 /// not come back 3 MiB long.
 pub fn cut_short(text: &str) -> String {
+    let text = crate::escaping::one_line(text);
     let mut chars = text.chars();
     let mut out: String = chars.by_ref().take(QUOTED_CHARS).collect();
     if chars.next().is_some() {
@@ -462,6 +481,18 @@ mod tests {
         let bad_params = parse(br#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#);
         assert!(
             matches!(bad_params, Err(RpcError { code: INVALID_PARAMS, ref id, .. }) if id == "a")
-        );
+        ); // The client's answers to the server's own requests, by id.
+        let answer = parse(br#"{"jsonrpc":"2.0","id":"r1","result":{"roots":[]}}"#);
+        assert!(matches!(
+            answer,
+            Ok(Incoming::Response { id: Some(ref id), outcome: Ok(ref result) })
+                if id == "r1" && result["roots"] == json!([])
+        ));
+        let error = parse(br#"{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"no"}}"#);
+        assert!(matches!(
+            error,
+            Ok(Incoming::Response { id: Some(ref id), outcome: Err(ref e) })
+                if *id == json!(2) && e["message"] == "no"
+        ));
     }
 }

@@ -35,6 +35,9 @@ pub fn text(outcome: &CallOutcome, timeout: Duration) -> String {
     if outcome.leftovers_killed {
         text.push_str("it left processes running; they were killed a second after it exited\n");
     }
+    if let Some(network) = &outcome.network {
+        text.push_str(&crate::net::render::refusal_lines(network));
+    }
     stream_section(&mut text, "stdout", &outcome.stdout);
     stream_section(&mut text, "stderr", &outcome.stderr);
     text
@@ -102,7 +105,7 @@ pub fn structured(outcome: &CallOutcome) -> Value {
         Exit::Code(code) => (Some(code), None),
         Exit::Signal(signal) => (None, Some(signal)),
     };
-    json!({
+    let mut value = json!({
         "exit_code": exit_code,
         "signal": signal,
         "timed_out": outcome.timed_out,
@@ -112,7 +115,11 @@ pub fn structured(outcome: &CallOutcome) -> Value {
         "stderr_bytes": outcome.stderr.total(),
         "elapsed_ms": u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX),
         "leftovers_killed": outcome.leftovers_killed,
-    })
+    });
+    if let Some(network) = &outcome.network {
+        value["network"] = crate::net::render::structured(network);
+    }
+    value
 }
 
 #[cfg(test)]
@@ -129,6 +136,7 @@ mod tests {
             elapsed: Duration::from_millis(12),
             stdout,
             stderr: HeadTail::new(limit),
+            network: None,
         }
     }
 

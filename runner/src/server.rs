@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::context::Toolbox;
 use crate::dispatch::{ToolCall, dispatch};
 use crate::lines::{self, Line};
+use crate::project::Before;
 use crate::protocol::{self, Era, Incoming, RpcError};
 use crate::sync::lock;
 use crate::tools::{self, Tool};
@@ -110,7 +111,11 @@ impl Server {
             Ok(Incoming::Notification { method, params }) => {
                 self.handle_notification(&method, &params)
             }
-            Ok(Incoming::Response) => {}
+            Ok(Incoming::Response { id, outcome }) => {
+                if let Some(id) = id {
+                    self.toolbox.projects.response(&id, outcome.as_ref());
+                }
+            }
             Err(err) => self.writer.send(&err.to_message()),
         }
     }
@@ -122,7 +127,8 @@ impl Server {
                     self.calls.cancel(id);
                 }
             }
-            "notifications/initialized" => {}
+            "notifications/initialized" => self.toolbox.projects.initialized(&self.writer),
+            "notifications/roots/list_changed" => self.toolbox.projects.list_changed(&self.writer),
             other => tracing::debug!(method = protocol::cut_short(other), "notification ignored"),
         }
     }
@@ -141,7 +147,7 @@ impl Server {
             ));
         }
         let era = self.era_of(id, method, &params)?;
-        let config = &self.toolbox.config;
+        let config = self.toolbox.config();
         let result = match method {
             "initialize" => self.initialize(&params),
             "ping" if era != Era::Modern => json!({}),
@@ -155,13 +161,25 @@ impl Server {
                 result
             }
             "tools/call" => {
-                let call = tool_call(id, params, era, config)?;
-                dispatch(&self.toolbox, &self.calls, &self.writer, call);
-                return Ok(());
+                let (call, asked) = tool_call(id, params, era.clone(), config)?;
+                let before = self.toolbox.projects.before_call(
+                    &call.era,
+                    asked.declares_roots,
+                    asked.input_responses.as_ref(),
+                    &self.writer,
+                );
+                match before {
+                    Before::Run => {
+                        dispatch(&self.toolbox, &self.calls, &self.writer, call);
+                        return Ok(());
+                    }
+                    // The client's roots are asked first; its retry carries them.
+                    Before::InputRequired(question) => question,
+                    Before::Malformed(why) => return Err(invalid_params(id, why)),
+                }
             }
             "tasks/get" | "tasks/cancel" | "tasks/update"
-                if era == Era::Modern
-                    && let Some(background) = &config.background =>
+                if era == Era::Modern && config.background.is_some() =>
             {
                 let _span = tracing::info_span!(
                     "task",
@@ -169,7 +187,19 @@ impl Server {
                     method
                 )
                 .entered();
-                crate::background::task_method(id, method, &params, config, background)?
+                // A task is a run of this session's project: before the project is known,
+                // none is.
+                let Some(project) = self.toolbox.projects.ready() else {
+                    return Err(invalid_params(
+                        id,
+                        "no task of this session's project: the project's folder is not known \
+                         yet (it is chosen at the first tool call)",
+                    ));
+                };
+                let Some(background) = &project.background else {
+                    return Err(invalid_params(id, "no background runs"));
+                };
+                crate::background::task_method(id, method, &params, &project, background)?
             }
             _ => {
                 return Err(RpcError::new(
@@ -233,6 +263,7 @@ impl Server {
     fn initialize(&self, params: &Map<String, Value>) -> Value {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         let version = protocol::negotiate(requested);
+        self.toolbox.projects.initialize(params.get("capabilities"));
         *lock(&self.handshake) = Some(version);
         json!({
             "protocolVersion": version,
@@ -243,13 +274,22 @@ impl Server {
     }
 }
 
-/// A `tools/call` request, read: its tool (one this server offers), arguments and `_meta`.
+/// What a `tools/call` says of the client's roots (2026-07-28).
+struct RootsAsked {
+    /// Whether the request declares the `roots` capability.
+    declares_roots: bool,
+    /// Its `inputResponses`: the answers to what an `InputRequiredResult` asked.
+    input_responses: Option<Value>,
+}
+
+/// A `tools/call` request, read: its tool (one this server offers), arguments and `_meta`,
+/// and what it says of the client's roots.
 fn tool_call(
     id: &Value,
     mut params: Map<String, Value>,
     era: Era,
     config: &Config,
-) -> Result<ToolCall, RpcError> {
+) -> Result<(ToolCall, RootsAsked), RpcError> {
     let tool = match params.remove("name") {
         Some(Value::String(name)) => {
             Tool::parse(&name, config).map_err(|e| invalid_params(id, e))?
@@ -263,6 +303,13 @@ fn tool_call(
     };
     let tasks = era == Era::Modern
         && protocol::declares_tasks(params.get("_meta").and_then(Value::as_object));
+    let asked = RootsAsked {
+        declares_roots: era == Era::Modern
+            && protocol::declares_roots(params.get("_meta").and_then(Value::as_object)),
+        input_responses: params
+            .remove("inputResponses")
+            .filter(|_| era == Era::Modern),
+    };
     // Only what a call uses of its `_meta` is kept for its life: a client may send megabytes
     // there, and 128 calls would hold them all.
     let meta = match params.remove("_meta") {
@@ -277,14 +324,15 @@ fn tool_call(
     if let Some(meta) = &meta {
         kept_meta_is_bounded(meta).map_err(|problem| invalid_params(id, problem))?;
     }
-    Ok(ToolCall {
+    let call = ToolCall {
         id: id.clone(),
         era,
         tool,
         arguments,
         meta,
         tasks,
-    })
+    };
+    Ok((call, asked))
 }
 
 /// The most bytes a kept `_meta` string may have: a progress token is echoed in every
@@ -351,13 +399,16 @@ mod tests {
     fn config() -> Config {
         Config {
             files: PathBuf::from("/nonexistent/files"),
+            files_from: crate::config::FilesFrom::Flag,
             programs_path: "/usr/bin".into(),
             timeout: Duration::from_secs(1),
             output: 64,
             programs: vec!["true".into()],
             vars: Vec::new(),
             background: None,
+            net: None,
             sandbox: vec!["/usr/bin/bwrap".into()],
+            caches: Default::default(),
         }
     }
 
@@ -376,7 +427,7 @@ mod tests {
         let Value::Object(params) = params else {
             panic!("an object")
         };
-        let call = tool_call(&json!(1), params, Era::Modern, &config())
+        let (call, _) = tool_call(&json!(1), params, Era::Modern, &config())
             .unwrap_or_else(|e| panic!("{}", e.message));
         let meta = call.meta.unwrap_or_default();
         let mut keys: Vec<&str> = meta.keys().map(String::as_str).collect();

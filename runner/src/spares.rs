@@ -27,18 +27,21 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{io, thread};
 
 use lnk_common::record::FileId;
+use lnk_proc::reaper::COLD;
 use lnk_proc::reaper::warm::{Place, WARM};
 use lnk_proc::reaper::{Event, Options, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::reaper::{REAP, Reaper};
+use crate::sandbox_line::pass::Passed;
+use crate::sandbox_line::{Expanded, Protected};
 use crate::sync::lock;
 
 /// How long a call waits for a spare still starting to say `ready` before it starts a reaper of
@@ -75,8 +78,16 @@ static SPARES_OF_SERVE: OnceLock<Arc<Spares>> = OnceLock::new();
 pub struct Settings {
     /// The files folder (canonical), whose identity a warm spare's sandbox shows.
     pub files: PathBuf,
-    /// The sandbox prefix, for warm spares; `None` for cold starts.
+    /// The sandbox prefix as given (its words expanded for each spare), for warm spares;
+    /// `None` for cold starts.
     pub warm: Option<Vec<OsString>>,
+    /// For cold spares, the sandbox prefix as given when it names descriptors to hold
+    /// ([`crate::sandbox_line::holds_protected`]): each cold spare holds those of its own
+    /// expansion, and runs a call whose line protects the same.
+    pub cold: Option<Vec<OsString>>,
+    /// The cache folders: the binds the line's `{caches}` becomes, and those a warm spare's
+    /// sandbox gets a layer of its own over (its call's).
+    pub caches: crate::caches::Caches,
 }
 
 /// The spares ready, oldest first, and the refill thread's wake-up.
@@ -86,6 +97,10 @@ struct Spares {
     count: usize,
     slot: Mutex<VecDeque<Spare>>,
     taken: Condvar,
+    /// Set at serve's end: no spare is kept from then on.
+    closing: AtomicBool,
+    /// Whether the refill thread is starting a spare now.
+    starting: AtomicBool,
 }
 
 /// A spare reaper, started: its process (stdio piped), its reports, `serve`'s end of its
@@ -96,6 +111,12 @@ pub struct Spare {
     reports: Reports,
     control: OwnedFd,
     files_id: Option<(u64, u64)>,
+    /// A warm one's sandbox prefix, as expanded for it.
+    prefix: Vec<OsString>,
+    /// What its sandbox (warm, or for a cold one, the line it holds descriptors for) protects.
+    protected: Protected,
+    /// How many descriptors it holds for its sandbox.
+    passes: usize,
 }
 
 /// The device and inode of the folder at `path`.
@@ -111,6 +132,8 @@ pub fn start(settings: Settings) {
         count: how_many(),
         slot: Mutex::default(),
         taken: Condvar::new(),
+        closing: AtomicBool::new(false),
+        starting: AtomicBool::new(false),
     });
     if SPARES_OF_SERVE.set(Arc::clone(&spares)).is_err() {
         return;
@@ -130,14 +153,16 @@ pub fn start(settings: Settings) {
 }
 
 /// Hands a call to a spare, when one is there and takes it: the call's reaper, running the
-/// call. `workdir` is the call's working folder (canonical, inside the files folder). `None`:
-/// no spare (or it could not take the call, and was disposed of); the caller starts a reaper
-/// of its own.
+/// call. `workdir` is the call's working folder (canonical, inside the files folder); `net` the
+/// sandbox's end of the call's proxy channel, for a call with one. `None`: no spare (or it
+/// could not take the call, and was disposed of); the caller starts a reaper of its own.
 pub fn hand(
     options: &Options,
+    (passed, protected): (&Passed, &Protected),
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
+    net: Option<BorrowedFd<'_>>,
 ) -> Option<Reaper> {
     let spares = SPARES_OF_SERVE.get()?;
     let mut options = options.clone();
@@ -145,6 +170,18 @@ pub fn hand(
     let files = &spares.settings.files;
     let spare = loop {
         let spare = spares.take()?;
+        // A sandbox made before a protected path appeared, went or was replaced protects what
+        // was there then, and a cold spare holds the descriptors of its own finding: never
+        // used for a call whose line protects something else. (A cold spare whose line passes
+        // nothing holds nothing, and runs the call's line as it is.)
+        if spare.protected != *protected
+            || (spare.files_id.is_none() && spare.passes != passed.len())
+        {
+            tracing::debug!("a spare whose protected paths changed is thrown away");
+            spare.dispose();
+            refill();
+            continue;
+        }
         let Some(id) = spare.files_id else {
             break spare;
         };
@@ -172,7 +209,7 @@ pub fn hand(
         spare.dispose();
         return None;
     };
-    match spare.hand(&spec, cwd, with_input) {
+    match spare.hand(&spec, cwd, with_input, net) {
         Ok(reaper) => Some(reaper),
         Err(err) => {
             tracing::debug!(
@@ -181,6 +218,30 @@ pub fn hand(
             );
             None
         }
+    }
+}
+
+/// How long serve's end waits for a spare being started to be done, to dispose of it too.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// At serve's end: disposes of every spare (its warm sandbox killed, and reaped), and keeps no
+/// other, so that what their sandboxes held is free (the placeholders of the protected paths,
+/// [`crate::sandbox_line::protected`]).
+pub fn stop_all() {
+    let Some(spares) = SPARES_OF_SERVE.get() else {
+        return;
+    };
+    spares.closing.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + STOP_WITHIN;
+    loop {
+        let ready: Vec<Spare> = lock(&spares.slot).drain(..).collect();
+        for spare in ready {
+            spare.dispose();
+        }
+        if !spares.starting.load(Ordering::SeqCst) || Instant::now() > deadline {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -270,7 +331,13 @@ impl Spares {
                     break;
                 }
             }
-            match Spare::start(&self.settings) {
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            self.starting.store(true, Ordering::SeqCst);
+            let started = Spare::start(&self.settings);
+            match started {
+                Ok(spare) if self.closing.load(Ordering::SeqCst) => spare.dispose(),
                 Ok(spare) => {
                     lock(&self.slot).push_back(spare);
                     failures = 0;
@@ -286,6 +353,7 @@ impl Spares {
                     thread::sleep(RETRY_AFTER);
                 }
             }
+            self.starting.store(false, Ordering::SeqCst);
             if let Some(first) = first.take() {
                 let _ = first.send(());
             }
@@ -294,8 +362,8 @@ impl Spares {
 }
 
 impl Spare {
-    /// Starts a spare: `lnk-link-run reap --spare [--warm <sandbox>…]`, with piped stdio, its
-    /// report pipe at fd 3 and its control socket at fd 4.
+    /// Starts a spare: `lnk-link-run reap --spare [--cache <folder>]… [--warm <sandbox>…]`,
+    /// with piped stdio, its report pipe at fd 3 and its control socket at fd 4.
     pub fn start(settings: &Settings) -> io::Result<Spare> {
         // Before the sandbox is started: a folder replaced after this is another folder.
         let files_id = match &settings.warm {
@@ -305,12 +373,23 @@ impl Spare {
             ),
             None => None,
         };
+        // Expanded for this sandbox: the protected paths found now, placeholders made.
+        let line = match settings.warm.as_ref().or(settings.cold.as_ref()) {
+            Some(prefix) => crate::sandbox_line::expand(prefix, &settings.files, &settings.caches)
+                .map_err(io::Error::other)?,
+            None => Expanded::default(),
+        };
         let (read, write) = report::pipe()?;
         let (control, theirs) = spare::pair()?;
         let mut command = Command::new("/proc/self/exe");
         command.arg0("lnk-link-run").arg(REAP).arg(spare::SPARE);
-        if let Some(prefix) = &settings.warm {
-            command.arg(WARM).args(prefix);
+        if settings.warm.is_some() {
+            for cache in settings.caches.layers() {
+                command.arg(lnk_proc::reaper::options::CACHE).arg(cache);
+            }
+            command.arg(WARM).args(&line.words);
+        } else if settings.cold.is_some() {
+            command.arg(COLD).args(&line.words);
         }
         command
             .stdin(Stdio::piped())
@@ -319,14 +398,18 @@ impl Spare {
         // An empty environment, a session of its own, its signals blocked, SIGTERM at the death
         // of this thread (which lives as long as serve): as every call's reaper.
         launch::prepare_spare(&mut command, &write, &theirs);
+        let staged = line.passed.pass_to(&mut command)?;
         let mut child = command.spawn()?;
-        drop((write, theirs));
+        drop((write, theirs, staged));
         match Reports::new(read) {
             Ok(reports) => Ok(Spare {
                 child,
                 reports,
                 control,
                 files_id,
+                passes: line.passed.len(),
+                prefix: line.words,
+                protected: line.protected,
             }),
             Err(err) => {
                 let _ = child.kill();
@@ -337,16 +420,18 @@ impl Spare {
     }
 
     /// Gives the spare its call: waits for its `ready`, sends the spec with the working
-    /// folder, and closes the control socket. The spare is killed and reaped on any failure.
+    /// folder (and `net`, the call's proxy channel's sandbox end, for a call with one), and
+    /// closes the control socket. The spare is killed and reaped on any failure.
     pub fn hand(
         mut self,
         spec: &[u8],
         cwd: BorrowedFd<'_>,
         with_input: bool,
+        net: Option<BorrowedFd<'_>>,
     ) -> io::Result<Reaper> {
         let handed = self
             .await_ready()
-            .and_then(|()| spare::send(self.control.as_fd(), spec, cwd));
+            .and_then(|()| spare::send(self.control.as_fd(), spec, cwd, net));
         if let Err(err) = handed {
             self.dispose();
             return Err(err);
@@ -355,7 +440,7 @@ impl Spare {
             mut child,
             reports,
             control,
-            files_id: _,
+            ..
         } = self;
         drop(control);
         if !with_input {
@@ -363,6 +448,11 @@ impl Spare {
             child.stdin = None;
         }
         Ok(Reaper { child, reports })
+    }
+
+    /// The sandbox prefix a warm spare runs, as expanded for it (empty for a cold one).
+    pub fn prefix(&self) -> &[OsString] {
+        &self.prefix
     }
 
     /// Waits until the spare has said `ready`.
@@ -404,7 +494,7 @@ impl Spare {
             child,
             reports,
             control,
-            files_id: _,
+            ..
         } = self;
         drop(control);
         let _ = Reaper { child, reports }.stop_and_finish();

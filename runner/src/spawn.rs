@@ -4,26 +4,35 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
+use crate::net::HandOff;
 use crate::reaper::{REAP, Reaper};
+use crate::sandbox_line::Protected;
+use crate::sandbox_line::pass::Passed;
 
-/// Starts `argv` under a reaper of its own, in `cwd` (the folder `workdir`), with piped stdout and stderr, stdin
-/// piped when `with_input` (else empty): a spare started ahead of the call when there is one
-/// ([`crate::spares`]), else one started now. A spare gets SIGTERM on the death of the
-/// `spares` thread, which lives as long as serve; a reaper started now on the death of the
-/// calling thread: the caller keeps this thread alive until the reaper is reaped
-/// ([`Reaper::finish`]). Either kills the call then.
+/// Starts `argv` under a reaper of its own, with a layer of its own over each of `caches`, in
+/// `cwd` (the folder `workdir`), with piped stdout and stderr, stdin piped when `with_input`
+/// (else empty): a spare started ahead of the call when there is one ([`crate::spares`]) whose
+/// sandbox protects what the call's line does (`line`'s [`Protected`]), else one started now,
+/// holding the descriptors the line names (`line`'s [`Passed`]). A spare gets SIGTERM on the
+/// death of the `spares` thread, which lives as long as serve; a reaper started now on the
+/// death of the calling thread: the caller keeps this thread alive until the reaper is reaped
+/// ([`Reaper::finish`]). Either kills the call then. A call with a proxy hands its reaper the
+/// proxy's `net` ([`HandOff`]): its sandbox then runs under the stub, warm or cold.
 pub fn spawn(
     argv: &[OsString],
+    line: (&Passed, &Protected),
+    caches: &[PathBuf],
     cwd: BorrowedFd<'_>,
     workdir: &Path,
     with_input: bool,
+    net: Option<HandOff<'_>>,
 ) -> io::Result<Reaper> {
     if argv.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
@@ -31,14 +40,28 @@ pub fn spawn(
     let mut options = Options::new(argv.to_vec(), Duration::ZERO, LEFTOVER_GRACE);
     options.hold_start = hold::path_for(Step::CallReaper);
     options.hold_exec = hold::path_for(Step::CallExec);
-    if let Some(reaper) = crate::spares::hand(&options, cwd, workdir, with_input) {
+    options.caches = caches.to_vec();
+    if let Some(net) = net {
+        options.net = true;
+        options.stub = Some(net.words);
+    }
+    let net = net.map(|net| net.fd);
+    if let Some(reaper) = crate::spares::hand(&options, line, cwd, workdir, with_input, net) {
         return Ok(reaper);
     }
-    start(&options, cwd, with_input)
+    start(&options, line.0, cwd, with_input, net)
 }
 
-/// Starts a reaper for the call now, on the calling thread, with `options` on its command line.
-fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result<Reaper> {
+/// Starts a reaper for the call now, on the calling thread, with `options` on its command line,
+/// the descriptors `passed` at their numbers (and `net`, the sandbox's end of the call's proxy
+/// channel, at its fd 5).
+pub fn start(
+    options: &Options,
+    passed: &Passed,
+    cwd: BorrowedFd<'_>,
+    with_input: bool,
+    net: Option<BorrowedFd<'_>>,
+) -> io::Result<Reaper> {
     let (read, write) = report::pipe()?;
     // `/proc/self/exe` is this very executable even when its file was replaced since.
     let mut command = Command::new("/proc/self/exe");
@@ -57,9 +80,11 @@ fn start(options: &Options, cwd: BorrowedFd<'_>, with_input: bool) -> io::Result
     // sandbox: both are visible from inside a sandbox without a PID namespace, and bwrap's
     // `--clearenv` clears only the program's. `prepare` clears the reaper's, and the reaper
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
-    launch::prepare(&mut command, Some(cwd), &write);
+    let net = net.map(|fd| fd.try_clone_to_owned()).transpose()?;
+    launch::prepare_call(&mut command, Some(cwd), &write, net.as_ref());
+    let staged = passed.pass_to(&mut command)?;
     let child = command.spawn()?;
-    drop(write);
+    drop((write, net, staged));
     let reports = match Reports::new(read) {
         Ok(reports) => reports,
         Err(err) => {

@@ -31,7 +31,7 @@ pub fn settings(config: &Config, warmth: Result<(), String>, checked: bool) -> S
                      a sandbox that cannot run the stub gets cold starts)"
                 );
             }
-            Some(config.sandbox_line())
+            Some(config.sandbox.clone())
         }
         Err(why) if cold_asked() => {
             tracing::info!("calls start cold: {why} ({COLD_START_VARIABLE}=1)");
@@ -42,8 +42,13 @@ pub fn settings(config: &Config, warmth: Result<(), String>, checked: bool) -> S
             None
         }
     };
+    // Cold spares hold the descriptors of the protected paths of their own finding.
+    let cold = (warm.is_none() && crate::sandbox_line::holds_protected(&config.sandbox))
+        .then(|| config.sandbox.clone());
     Settings {
         files: config.files.clone(),
         warm,
+        cold,
+        caches: config.caches.clone(),
     }
 }

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -18,12 +19,13 @@ import steps
 PLACEHOLDER_HOME = "/home/me"
 PROMPT = "Run the Link Run calls, one after the other."
 # Seconds a host may take for its one turn, start-up included (they take about 10), and for its
-# `mcp add` line; Claude Code's tasks turn takes about 8 (a run of 3 s, then one stopped), and
+# `mcp add` line; Claude Code's tasks turn takes about 15 (a run of 3 s, a watch for a line
+# printed after 3 s, then the watched run stopped; 40 s were too few on a loaded machine), and
 # at most a further 21 to see the stopped run end and to quit: three hosts, the tasks turn and
 # the Inspector stay within eight minutes even if all hang.
 HOST_DEADLINE = 90
 ADD_DEADLINE = 30
-TASKS_DEADLINE = 40
+TASKS_DEADLINE = 75
 
 
 def readme_blocks(readme):
@@ -43,6 +45,46 @@ def with_shell(args):
     (the markers are computed by the shell, so they never appear in a call's arguments)."""
     end = args.index("--")
     return args[:end] + ["--program", "sh"] + args[end:]
+
+
+def give_cargo(home):
+    """Puts this machine's cargo into `home/.cargo/bin` as a rustup install in that home has it:
+    links to the machine's `rustup` binary (cargo and rustup's other proxies, rustc among them),
+    and `home/.rustup` a link to the machine's rustup home ($RUSTUP_HOME, else ~/.rustup). A
+    cargo that is not rustup's is linked as it is."""
+    found = shutil.which("cargo")
+    if not found:
+        raise SystemExit("no cargo on PATH: the README's entries allow cargo")
+    real = Path(found).resolve()
+    os.symlink(real, home / ".cargo" / "bin" / "cargo")
+    if real.name == "rustup":
+        # rustup's other proxies beside it (cargo runs `rustc` from PATH).
+        for proxy in Path(found).parent.iterdir():
+            if proxy.name != "cargo" and proxy.resolve() == real and not (home / ".cargo" / "bin" / proxy.name).exists():
+                os.symlink(real, home / ".cargo" / "bin" / proxy.name)
+        rustup_home = Path(os.environ.get("RUSTUP_HOME") or Path.home() / ".rustup")
+        if rustup_home.is_dir():
+            os.symlink(rustup_home.resolve(), home / ".rustup")
+
+
+def without_machine_part(args):
+    """An entry's arguments without what `config` adds for the machine (docs/sandbox.md, "What
+    `config` adds for your machine"): every `--var` before `--` (the README's entries hold none),
+    and the sandbox's words between `--tmpfs /tmp` and the files folder's `--bind`."""
+    end = args.index("--")
+    flags = []
+    words = iter(args[:end])
+    for word in words:
+        if word == "--var":
+            next(words, None)
+            continue
+        flags.append(word)
+    sandbox = args[end:]
+    start = next((i + 2 for i in range(len(sandbox) - 1) if sandbox[i : i + 2] == ["--tmpfs", "/tmp"]), None)
+    bind = max((i for i, w in enumerate(sandbox) if w == "--bind"), default=None)
+    if start is not None and bind is not None and start <= bind:
+        sandbox = sandbox[:start] + sandbox[bind:]
+    return flags + sandbox
 
 
 def processes_mentioning(marker):
@@ -84,12 +126,14 @@ class Check:
         return self.blocks[name].replace(PLACEHOLDER_HOME, str(home))
 
     def make_home(self, folder):
-        """A HOME as the README assumes it: the agent's folder, the binaries in ~/.cargo/bin."""
+        """A HOME as the README assumes it: the agent's folder, the binaries in ~/.cargo/bin,
+        and rustup's cargo there too (see `give_cargo`)."""
         home = self.root / folder
         (home / "work").mkdir(parents=True)
         (home / ".cargo" / "bin").mkdir(parents=True)
         for binary in ("lnk-link-run", "lnk-link-supervise"):
             os.symlink((self.opts.bin / binary).resolve(), home / ".cargo" / "bin" / binary)
+        give_cargo(home)
         return home
 
     def env(self, home):
@@ -143,7 +187,8 @@ class Check:
     def config_write(self, host, home, readme_entry):
         """Writes the host's configuration with `lnk-link-run config <host> --write`, given the
         README entry's flags and `--program sh` (see `with_shell`), as a person types them;
-        returns the entry it wrote after checking it against the README's (command aside)."""
+        returns the entry it wrote after checking it against the README's (command aside, and
+        what `config` adds for the machine taken out)."""
         args = readme_entry["args"]
         flags = args[1 : args.index("--")] + ["--program", "sh"]
         argv = [str(home / ".cargo" / "bin" / "lnk-link-run"), "config", host, "--write"] + flags
@@ -153,6 +198,7 @@ class Check:
         if code != 0:
             raise ConfigFailed(f"`lnk-link-run config {host} --write` failed ({code}): {self.output(label)[-800:]}")
         written = self.added_entry(home)
+        written = dict(written, args=without_machine_part(written.get("args") or []))
         wanted = dict(readme_entry, args=with_shell(args))
         for key in sorted(set(wanted) | set(written)):
             if key != "command" and written.get(key) != wanted.get(key):

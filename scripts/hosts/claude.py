@@ -1,6 +1,7 @@
 """Claude Code's checks: headless for one turn (`ClaudeCode`), the README's quickstart as a
 newcomer runs it (`ClaudeCodeQuickstart`), and its MCP tasks in its interactive interface on a
-pseudo-terminal (`ClaudeCodeTasks`, with `screen_text` for what the terminal showed)."""
+pseudo-terminal (`ClaudeCodeTasks`: a run's end, a watch's line, TaskStop; with `screen_text`
+for what the terminal showed)."""
 
 import fcntl
 import json
@@ -28,11 +29,12 @@ class ClaudeCode(HostCheck):
         return json.loads(self.block("claude-code", home))["mcpServers"]["link-run"]
 
     def added_entry(self, home):
-        return json.loads((home / "work" / ".mcp.json").read_text())["mcpServers"]["link-run"]
+        # `config` writes the user's own settings by default, out of the agent's reach.
+        return json.loads((home / ".claude.json").read_text())["mcpServers"]["link-run"]
 
     def configure(self, home, url):
         self.config_write("claude-code", home, self.readme_entry(home))
-        self.same_as_block(home / "work" / ".claude" / "settings.local.json", "claude-code-settings", home)
+        self.same_as_block(home / ".claude" / "settings.json", "claude-code-settings", home)
 
     def command(self):
         return self.host_argv(["claude", "-p", PROMPT, "--output-format", "json", "--model", "claude-sonnet-4-5"])
@@ -114,7 +116,11 @@ class ClaudeCodeTasks(ClaudeCode):
         try:
             self.configure(home, server.url)
             self.state = self.state_folder(home)
-            (home / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+            # Onboarding marked done beside the entry `config` wrote there.
+            claude_json = home / ".claude.json"
+            settings = json.loads(claude_json.read_text()) if claude_json.exists() else {}
+            settings["hasCompletedOnboarding"] = True
+            claude_json.write_text(json.dumps(settings, indent=2))
             self.drive(home, server.url, script, token)
         except ConfigFailed as failed:
             self.problems.append(str(failed))
@@ -126,7 +132,7 @@ class ClaudeCodeTasks(ClaudeCode):
 
     def configure(self, home, url):
         super().configure(home, url)
-        mcp_path = home / "work" / ".mcp.json"
+        mcp_path = home / ".claude.json"
         mcp = json.loads(mcp_path.read_text())
         args = mcp["mcpServers"]["link-run"]["args"]
         if "--state" not in args:
@@ -136,7 +142,7 @@ class ClaudeCodeTasks(ClaudeCode):
             mcp_path.write_text(json.dumps(mcp, indent=2))
 
     def state_folder(self, home):
-        args = json.loads((home / "work" / ".mcp.json").read_text())["mcpServers"]["link-run"]["args"]
+        args = json.loads((home / ".claude.json").read_text())["mcpServers"]["link-run"]["args"]
         return Path(args[args.index("--state") + 1])
 
     def turn_env(self, home, url):
@@ -278,6 +284,7 @@ class ClaudeCodeTasks(ClaudeCode):
             problems.append("Claude Code did not make the long `start` a task: " + (starts[1]["result"] or "")[:400])
             return
         self.long_run = second.group(1)
+        self.judge_watch(requests, calls)
         stops = [c for c in calls if c["name"] == tasks.TASK_STOP]
         if not stops:
             problems.append("the stand-in never called Claude Code's TaskStop")
@@ -292,47 +299,82 @@ class ClaudeCodeTasks(ClaudeCode):
         if left:
             problems.append(f"processes of the stopped run still run: {left}")
 
-    def judge_notification(self, requests):
-        """The first request that brings a `<task-notification>` of the run: Claude Code's own
-        turn (the model's last turn ended with text, not a tool call), with the markers and the
-        exit code in the notification itself."""
+    def brought(self, requests, task_id, after_step, label):
+        """The first request that brings a `<task-notification>` of server-side task `task_id`,
+        which must come in Claude Code's own turn (the model's last turn ended with text, not a
+        tool call): its text, and the seconds since the first call that ends with `after_step`
+        (None when it never came, said as a problem)."""
         entries = [json.loads(line) for line in requests.read_text().splitlines() if line.strip()]
         started_at = None
         for entry in entries:
             body = entry.get("body") or {}
             step = entry.get("step") or []
-            if started_at is None and step[:1] == ["call"] and step[1].endswith("__start"):
+            if started_at is None and step[:1] == ["call"] and step[1].endswith(after_step):
                 started_at = entry["at"]
             messages = body.get("messages") or []
             if not messages or messages[-1].get("role") != "user":
                 continue
-            brought = [n for n in tasks.notifications({"messages": messages[-1:]}) if f"MCP task {self.run_id} " in n]
+            brought = [n for n in tasks.notifications({"messages": messages[-1:]}) if f"MCP task {task_id} " in n]
             if not brought:
                 continue
             text = brought[0]
-            self.notification = text
-            (self.root / "notification.txt").write_text(text)
-            self.notified_after = entry["at"] - (started_at or entry["at"])
+            (self.root / f"{label}.txt").write_text(text)
             previous = messages[-2] if len(messages) > 1 else {}
             content = previous.get("content") if isinstance(previous.get("content"), list) else []
             if previous.get("role") != "assistant" or any(b.get("type") == "tool_use" for b in content):
-                self.problems.append("the notification came as the answer to a tool call, not in a turn of Claude Code's own")
-            for marker, what in ((tasks.TASK_STDOUT_MARKER, "stdout"), (tasks.TASK_STDERR_MARKER, "stderr")):
-                if marker not in text:
-                    self.problems.append(f"the task notification lacks the run's {what} ({marker}): {text[-800:]}")
-            if not re.search(r'exit_code\\?"?\s*:\s*3\b|exited with code 3\b', text):
-                self.problems.append(f"the task notification lacks the exit code 3: {text[-800:]}")
-            if "<status>completed</status>" not in text:
-                self.problems.append(f"the task notification does not say `completed`: {text[-800:]}")
+                self.problems.append(f"the {label} came as the answer to a tool call, not in a turn of Claude Code's own")
+            return text, entry["at"] - (started_at or entry["at"])
+        self.problems.append(f"Claude Code never brought a <task-notification> of task {task_id} ({label})")
+        return None, None
+
+    def judge_watch(self, requests, calls):
+        """`watch` of the long run became a task of its own, and Claude Code brought its end by
+        itself: the line the run printed, in the notification."""
+        names = steps.tool_names([c["name"] for c in calls if c.get("name")], intents=("watch",))
+        watches = [c for c in calls if c["name"] == names.get("watch")]
+        if not watches:
+            self.problems.append("the stand-in never called Link Run's `watch`")
             return
-        self.problems.append(f"Claude Code never brought a <task-notification> of run {self.run_id}")
+        started = tasks.TASK_STARTED.search(watches[0]["result"] or "")
+        if not started:
+            self.problems.append("Claude Code did not make `watch` a task: " + (watches[0]["result"] or "(no result)")[:400])
+            return
+        self.watch_id = started.group(1)
+        if not self.watch_id.startswith(f"{self.long_run}-"):
+            self.problems.append(f"the watch's task id {self.watch_id} is not its run's ({self.long_run}), '-' and a tag")
+        text, after = self.brought(requests, self.watch_id, "__watch", "watch-notification")
+        if text is None:
+            return
+        self.watch_notified_after = after
+        if tasks.WATCH_MARKER not in text:
+            self.problems.append(f"the watch's notification lacks the line {tasks.WATCH_MARKER}: {text[-800:]}")
+        if "<status>completed</status>" not in text:
+            self.problems.append(f"the watch's notification does not say `completed`: {text[-800:]}")
+
+    def judge_notification(self, requests):
+        """The first request that brings a `<task-notification>` of the run: Claude Code's own
+        turn, with the markers and the exit code in the notification itself."""
+        text, after = self.brought(requests, self.run_id, "__start", "notification")
+        if text is None:
+            return
+        self.notification = text
+        self.notified_after = after
+        for marker, what in ((tasks.TASK_STDOUT_MARKER, "stdout"), (tasks.TASK_STDERR_MARKER, "stderr")):
+            if marker not in text:
+                self.problems.append(f"the task notification lacks the run's {what} ({marker}): {text[-800:]}")
+        if not re.search(r'exit_code\\?"?\s*:\s*3\b|exited with code 3\b', text):
+            self.problems.append(f"the task notification lacks the exit code 3: {text[-800:]}")
+        if "<status>completed</status>" not in text:
+            self.problems.append(f"the task notification does not say `completed`: {text[-800:]}")
 
     def report(self):
         if not self.problems:
             return (
                 f"ok   {self.name} ({self.took:.1f} s): run {self.run_id}'s end came as a task notification "
-                f"{self.notified_after:.1f} s after its start (markers, exit code 3); TaskStop stopped run "
-                f"{self.long_run}, nothing of it left (answered: {', '.join(self.answered) or 'nothing'})"
+                f"{self.notified_after:.1f} s after its start (markers, exit code 3); watch {self.watch_id}'s "
+                f"line ({tasks.WATCH_MARKER}) came as a task notification {self.watch_notified_after:.1f} s after "
+                f"the watch, with no read in between; TaskStop stopped run {self.long_run}, nothing of it left "
+                f"(answered: {', '.join(self.answered) or 'nothing'})"
             )
         lines = [f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems]
         for call in getattr(self, "calls", []):

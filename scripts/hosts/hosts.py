@@ -14,6 +14,17 @@ in `read`. It also runs the README's one-line `mcp add` command of each host, in
 own, and checks that the host wrote the same server as the README's entry. For the MCP
 Inspector CLI it runs the README's line as written and checks the answer of its `ls`.
 
+`claude-code-cargo` (in `cargo_test.py`) has Claude Code, with the entry the README's quickstart
+writes in a HOME with rustup in it, run `cargo test` on a crate through Link Run; the model must
+see the test pass.
+
+`claude-code-projects` writes the README quickstart's one user-scope entry (`--files-from roots`)
+and runs Claude Code headless in two project folders: each session works in its own folder and
+sees its own runs only (`projects.py`).
+`claude-code-network` (`network.py`) runs Claude Code headless with `--net-allow` for a
+registry stand-in: the model asks for a fetch from it (allowed) and from another site (refused),
+and must see the registry's bytes and the refused host named.
+
 `claude-code-tasks` drives Claude Code's interactive interface on a pseudo-terminal, as a person
 uses it (no flag: MCP tasks are on there), with the same README entry: the stand-in `start`s a
 run that prints two markers and exits 3, ends its turn, and passes only when Claude Code later
@@ -43,7 +54,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check import PROMPT, Check, ConfigFailed, HostCheck, readme_blocks, shell_words  # noqa: E402
+from cargo_test import ClaudeCodeCargo  # noqa: E402
 from claude import ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks  # noqa: E402
+from projects import ClaudeCodeProjects  # noqa: E402
+from network import ClaudeCodeNetwork  # noqa: E402
 
 INSPECTOR = "npx @modelcontextprotocol/inspector@2.12.0"
 
@@ -146,7 +160,20 @@ class InspectorCli(Check):
         return "\n".join([f"FAIL {self.name}:"] + [f"  - {p}" for p in self.problems] + [f"  evidence: {self.root}"])
 
 
-CHECKS = {c.name: c for c in (ClaudeCode, ClaudeCodeQuickstart, ClaudeCodeTasks, Codex, GeminiCli, InspectorCli)}
+CHECKS = {
+    c.name: c
+    for c in (
+        ClaudeCode,
+        ClaudeCodeQuickstart,
+        ClaudeCodeCargo,
+        ClaudeCodeProjects,
+        ClaudeCodeTasks,
+        ClaudeCodeNetwork,
+        Codex,
+        GeminiCli,
+        InspectorCli,
+    )
+}
 
 
 def main():

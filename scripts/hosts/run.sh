@@ -4,7 +4,8 @@
 # entries as their config (hosts.py says how), and its one-line `mcp add` commands and
 # MCP Inspector line run as written. Claude Code is also driven in its interactive interface, on
 # a pseudo-terminal, for its MCP tasks: a background run's end brought by Claude Code itself,
-# and its TaskStop stopping a run.
+# and its TaskStop stopping a run; and, with the entry the README's quickstart writes in a HOME
+# with rustup in it, has it run `cargo test` on a crate through Link Run.
 #
 # It installs the hosts at the versions of package.json (locked by package-lock.json, with
 # Node 22 from npm's `node` package) into a cache folder, $LNK_HOSTS_CACHE, by default
@@ -17,7 +18,9 @@
 # LNK_REQUIRE_HOSTS=1 (CI sets it) keeps the hosts required even then. What the hosts sent the
 # stand-in is kept in target/hosts-e2e/<host>/ (or $LNK_HOSTS_EVIDENCE).
 #
-#   scripts/hosts/run.sh [--hosts claude-code,claude-code-tasks,codex,gemini-cli,inspector-cli]
+#   scripts/hosts/run.sh [--hosts claude-code,claude-code-quickstart,claude-code-cargo,
+#                                 claude-code-projects,claude-code-tasks,claude-code-network,
+#                                 codex,gemini-cli,inspector-cli]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 here=scripts/hosts
@@ -63,10 +66,11 @@ echo "==> hosts: node $(node --version), claude $(claude --version | cut -d' ' -
 cargo build --quiet -p lnk-link-run -p lnk-link-supervise
 bin="$PWD/target/debug"
 
-# A network namespace with only the loopback interface: as root a plain one, otherwise inside
-# a user namespace of our own.
-netns=(unshare --net)
-[ "$(id -u)" = 0 ] || netns=(unshare --net --map-root-user)
+# A network namespace with only the loopback interface, and a mount namespace of its own (the
+# network check binds its sites' names over /etc/hosts there): as root plain ones, otherwise
+# inside a user namespace of our own.
+netns=(unshare --net --mount)
+[ "$(id -u)" = 0 ] || netns=(unshare --net --mount --map-root-user)
 "${netns[@]}" true 2>/dev/null || skip "cannot make a network namespace here (${netns[*]})"
 
 exec "${netns[@]}" -- sh -c 'ip link set lo up && exec "$@"' sh \

@@ -23,6 +23,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
+use lnk_proc::reaper::children::{Descendant, signal_programs};
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, RUN_STOP_GRACE, Reports, launch, report};
 
@@ -61,20 +62,29 @@ impl Gate {
     /// Starts the gate of `record`'s run in the folder `cwd` is a handle on, with `gate_read`
     /// as its stdin (the open byte comes there), `out_write` as its stdout and stderr (the
     /// run's output), and `run_stdin` (above fd 4), when given, as its fd 4: the sandbox's
-    /// stdin once the gate is opened (else `/dev/null`).
+    /// stdin once the gate is opened (else `/dev/null`). A run with a proxy gives `net`, the
+    /// sandbox's end of the proxy's channel: the gate gets it as its fd 5 and starts the
+    /// sandbox with the stub in it, which hands the proxy its listener.
     pub fn start(
         record: &Record,
         cwd: &OwnedFd,
         gate_read: OwnedFd,
         out_write: OwnedFd,
         run_stdin: Option<OwnedFd>,
+        net: Option<OwnedFd>,
     ) -> Result<Gate> {
         let (read, write) = report::pipe().context("making the gate's report pipe")?;
         let mut options = Options::new(record.launch.argv(), RUN_STOP_GRACE, LEFTOVER_GRACE);
         options.wait_open = true;
         options.run_stdin = run_stdin.is_some();
+        // The run's own cache layers, made in the sandbox's process before its exec.
+        options.caches = record.launch.caches.clone();
         options.hold_start = hold::path_for(Step::RunReaper);
         options.hold_exec = hold::path_for(Step::RunExec);
+        if net.is_some() {
+            options.net = true;
+            options.stub = Some(record.launch.sandbox.len());
+        }
         let out_write = File::from(out_write);
         let err_write = out_write.try_clone().context("sharing the output pipe")?;
         // `/proc/self/exe` is this very executable even when its file was replaced since.
@@ -88,9 +98,15 @@ impl Gate {
             .stderr(Stdio::from(err_write));
         // The supervisor's environment (serve's, inherited) reaches neither the gate nor the
         // sandbox: `prepare` clears it, and the gate execs the sandbox with an empty one.
-        launch::prepare_gate(&mut command, Some(cwd.as_fd()), &write, run_stdin.as_ref());
+        launch::prepare_gate(
+            &mut command,
+            Some(cwd.as_fd()),
+            &write,
+            run_stdin.as_ref(),
+            net.as_ref(),
+        );
         let child = command.spawn().context("starting the gate")?;
-        drop((write, run_stdin));
+        drop((write, run_stdin, net));
         let reports = Reports::new(read).context("reading the gate's reports")?;
         Ok(Gate { child, reports })
     }
@@ -108,10 +124,15 @@ impl Gate {
         self.signal(Signal::CONT);
     }
 
-    /// Asks the gate to pass SIGINT on to the run's programs (Ctrl-C typed on its terminal).
-    pub fn interrupt(&self) {
-        // `lnk_proc::reaper::signals::INTERRUPT`, as rustix names it.
-        self.signal(Signal::USR1);
+    /// Sends `signal` to the run's programs, every process below the gate but the sandbox's
+    /// own, those running `sandbox_exe` (Ctrl-C, Ctrl-\ or Ctrl-Z typed on its terminal):
+    /// [`lnk_proc::reaper::children::signal_programs`]. How many were signalled.
+    pub fn signal_programs(&self, signal: Signal, sandbox_exe: Option<&std::path::Path>) -> usize {
+        // Not reaped yet, so its pid is still the gate's.
+        match self.pid().and_then(Descendant::pin) {
+            Some(gate) => signal_programs(gate, sandbox_exe, signal),
+            None => 0,
+        }
     }
 
     /// Kills the gate itself, for one that does not end when asked (what it held is then

@@ -46,8 +46,9 @@ enum Command {
         #[arg(long = commands::INPUT, hide = true)]
         input: bool,
     },
-    /// Clean up a state folder after crashes: lost runs, untold ends, old runs, temporaries,
-    /// and records no index names (damaged ones moved aside).
+    /// Clean up a state folder, and each of its projects' (`projects/`), after crashes: lost
+    /// runs, untold ends, old runs, temporaries, and records no index names (damaged ones moved
+    /// aside).
     #[command(name = commands::SWEEP)]
     Sweep {
         /// The state folder.
@@ -61,13 +62,15 @@ enum Command {
         #[arg(long = commands::DETACHED, hide = true)]
         detached: bool,
     },
-    /// Stop every run of a state folder and wait until each has ended.
+    /// Stop every run of a state folder, its projects' runs included, and wait until each has
+    /// ended.
     Stop {
         /// The state folder.
         #[arg(long, value_name = "DIR")]
         state: PathBuf,
     },
-    /// Stop every run of a state folder, then remove all its files and the folder.
+    /// Stop every run of a state folder, its projects' runs included, then remove all its
+    /// files and the folder.
     Remove {
         /// The state folder.
         #[arg(long, value_name = "DIR")]
@@ -89,8 +92,12 @@ pub fn main() -> ExitCode {
     // A run's gate, started by its supervisor: before clap and logging (a gate's own log line
     // would land in the run's output; it reports to its supervisor instead).
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|sub| sub == gate::GATE) {
-        return gate::run(args);
+    match args.nth(1) {
+        Some(sub) if sub == gate::GATE => return gate::run(args),
+        // A run's sandbox's stub, when the run has a proxy (the gate starts the sandbox with
+        // it): before anything else too, and with nothing open but what the gate handed it.
+        Some(sub) if sub == lnk_proc::stub::STUB => return lnk_proc::stub::main(),
+        _ => {}
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -112,7 +119,7 @@ pub fn main() -> ExitCode {
             } else {
                 strays::Asked::Everything
             };
-            sweep::run(&state, asked).map(|report| {
+            sweep::run_every(&state, asked).map(|report| {
                 tracing::info!(?report, "swept");
             })
         }

@@ -23,33 +23,84 @@ const HOLDERS_WAIT: Duration = Duration::from_secs(5);
 /// are taken for stuck — or for a run that got hold of it — and killed.
 const START_LOCK_WAIT: Duration = Duration::from_secs(5);
 
-/// Stops every run and waits for each; returns how many runs it looked at.
+/// Stops every run, the projects' runs included, and waits for each; returns how many runs
+/// it looked at.
 pub fn stop(path: &Path) -> Result<usize> {
     let Some(state) = open(path)? else {
         return Ok(0);
     };
-    let _start = take_start_lock(&state)?;
+    let folders = every_folder_held(&state)?;
     if removed_meanwhile(&state) {
         return Ok(0);
     }
-    for_each_run_stopped(&state, false, |_, guard| {
-        drop(guard);
-        Ok(())
-    })
+    let mut handled = 0;
+    for (folder, _start) in &folders {
+        handled += for_each_run_stopped(folder, false, |_, guard| {
+            drop(guard);
+            Ok(())
+        })?;
+    }
+    Ok(handled)
 }
 
-/// Stops every run, then removes every record, lock, stop request and output file, and the
-/// state folder.
+/// Stops every run, the projects' runs included, then removes every record, lock, stop
+/// request and output file, each project's state folder, and the state folder.
 pub fn remove(path: &Path) -> Result<()> {
     let Some(state) = open(path)? else {
         return Ok(());
     };
-    let start = take_start_lock(&state)?;
+    let mut folders = every_folder_held(&state)?;
     if removed_meanwhile(&state) {
         return Ok(());
     }
-    for_each_run_stopped(&state, true, |id, guard| match Record::load(&state, id) {
-        Ok(record) => sweep_one::remove_run(&state, &record, guard),
+    // The projects' folders first (the state folder given is the first of them), while every
+    // start lock is held: no run starts anywhere meanwhile.
+    let (base, base_start) = folders.remove(0);
+    for (folder, start) in folders {
+        remove_held(&folder, start)?;
+    }
+    match std::fs::remove_dir(base.path().join(lnk_common::projects::PROJECTS_DIR)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "removing {}/{} (it holds files that are not Link Run's)",
+                    base.path().display(),
+                    lnk_common::projects::PROJECTS_DIR
+                )
+            });
+        }
+    }
+    remove_held(&base, base_start)
+}
+
+/// The state folder, then each of its projects' state folders ([`StateDir::with_projects`]),
+/// each checked as a state folder is, with its `start.lock` held: taken in that order, so
+/// that nothing starts in any of them while they are stopped or removed.
+fn every_folder_held(state: &StateDir) -> Result<Vec<(StateDir, StartLock)>> {
+    let mut held = Vec::new();
+    for folder in state.with_projects()? {
+        let folder = if folder == *state {
+            folder
+        } else {
+            match StateDir::open(folder.path()) {
+                Ok(folder) => folder,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let start = take_start_lock(&folder)?;
+        held.push((folder, start));
+    }
+    Ok(held)
+}
+
+/// Stops every run of one state folder whose `start.lock` is `start`, then removes its runs'
+/// files, its own files and the folder.
+fn remove_held(state: &StateDir, start: StartLock) -> Result<()> {
+    for_each_run_stopped(state, true, |id, guard| match Record::load(state, id) {
+        Ok(record) => sweep_one::remove_run(state, &record, guard),
         Err(e) if e.is_not_found() => Ok(guard.remove()?),
         Err(e) => {
             tracing::warn!(%id, "{}; the record is removed without its output file", lnk_common::Causes(&e));
@@ -78,6 +129,7 @@ pub fn remove(path: &Path) -> Result<()> {
     remove_folder(&state.path().join(lnk_common::slot::SLOTS_DIR))?;
     remove_folder(&state.path().join(lnk_common::layout::TEMP_DIR))?;
     remove_tree(&state.path().join(lnk_common::index::INDEX_DIR))?;
+    lnk_common::watch::remove_all(state)?;
     remove_name(&state.sweep_log())?;
     remove_name(&state.start_lock())?;
     drop(start);

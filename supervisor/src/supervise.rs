@@ -22,6 +22,7 @@
 //!    An interactive run's stdin channel is in that same `poll` ([`stdin`]);
 //! 7. record the end, then tell it (when the run has a way in).
 
+mod proxy;
 mod quit;
 mod stdin;
 mod tty;
@@ -164,12 +165,18 @@ fn supervise(
     };
     // Removed (its channel too) whenever this returns.
     let mut run_stdin = stdin::RunStdin::set_up(state, record, input, terminal.as_ref())?;
+    // The run's proxy, when it has one: held here for the run's whole life.
+    let (proxy, sandbox_end) = match proxy::start(record)? {
+        Some((proxy, sandbox_end)) => (Some(proxy), Some(sandbox_end)),
+        None => (None, None),
+    };
     let mut gate = Gate::start(
         record,
         &cwd,
         gate_read,
         out_write,
         run_stdin.for_gate.take(),
+        sandbox_end,
     )?;
     // The run holds its side of the terminal now; once it lets go, the master reads its end.
     drop(terminal);
@@ -195,6 +202,7 @@ fn supervise(
     let deadline = started
         .checked_add(record.launch.limits.timeout())
         .unwrap_or(started + FAR_AWAY);
+    let sandbox_exe = lnk_proc::run_signal::sandbox_exe(record);
     let watched = Run {
         state,
         record: &mut *record,
@@ -205,6 +213,7 @@ fn supervise(
         pipe: Some(std::fs::File::from(out_read)),
         deadline,
         stdin: &mut run_stdin,
+        sandbox_exe,
     }
     .watch();
     // Nothing reads the run's stdin any more: its channel goes now, so that a `write` from
@@ -215,6 +224,8 @@ fn supervise(
         gate.stop();
     }
     end_gate(&mut gate);
+    // Everything of the run is dead: its proxy's figures are whole.
+    record.network = proxy.map(lnk_proc::net::Proxy::finish);
     let watched = watched?;
 
     let ended_at_ms = UnixMs::now();

@@ -23,6 +23,29 @@ use lnk_common::time::UnixMs;
 use crate::strays::{self, Asked};
 use crate::sweep_one::{Report, Seen, Tidy, sweep_one, tidy_gone};
 
+/// Sweeps the state folder at `path` and each of its projects' state folders
+/// ([`StateDir::with_projects`]): what `sweep <state>` does. A folder that cannot be swept is
+/// said in the log, and the others are swept all the same; the first failure is the answer.
+pub fn run_every(path: &Path, asked: Asked) -> Result<Report> {
+    let mut report = Report::default();
+    let state = match StateDir::open(path) {
+        Ok(state) => state,
+        Err(e) if e.is_not_found() => return Ok(report),
+        Err(e) => return Err(e.into()),
+    };
+    let mut failed = None;
+    for folder in state.with_projects()? {
+        match run(folder.path(), asked) {
+            Ok(swept) => report.add(&swept),
+            Err(err) => {
+                tracing::warn!(folder = %folder.path().display(), "{}", lnk_common::Causes(err.as_ref()));
+                failed.get_or_insert(err);
+            }
+        }
+    }
+    failed.map_or(Ok(report), Err)
+}
+
 /// Sweeps the state folder at `path` (nothing to do when it does not exist).
 ///
 /// An indexed folder ([`index`]) is swept from its index: the runs that may be running, the

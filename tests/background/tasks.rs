@@ -28,10 +28,10 @@ both_sandboxes!(
 );
 
 /// The extension's identifier.
-const TASKS: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// A 2026-07-28 request's `_meta` that declares the Tasks extension.
-fn tasks_meta() -> Value {
+pub(crate) fn tasks_meta() -> Value {
     let mut meta = modern_meta();
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {TASKS: {}}});
     meta
@@ -39,7 +39,7 @@ fn tasks_meta() -> Value {
 
 /// Sends `method` with `params` and the declaring `_meta` (not the session's stamp, which
 /// declares nothing); the whole response.
-fn declared(serve: &mut Serve, method: &str, mut params: Value) -> Value {
+pub(crate) fn declared(serve: &mut Serve, method: &str, mut params: Value) -> Value {
     let id = serve.fresh_id();
     params["_meta"] = tasks_meta();
     serve.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -47,7 +47,7 @@ fn declared(serve: &mut Serve, method: &str, mut params: Value) -> Value {
 }
 
 /// A `start` that declares the extension: its result (a task, or a refusal).
-fn start_task(serve: &mut Serve, arguments: Value) -> Value {
+pub(crate) fn start_task(serve: &mut Serve, arguments: Value) -> Value {
     ok(&declared(
         serve,
         "tools/call",
@@ -56,12 +56,12 @@ fn start_task(serve: &mut Serve, arguments: Value) -> Value {
 }
 
 /// `tasks/get`'s result.
-fn get(serve: &mut Serve, task: &str) -> Value {
+pub(crate) fn get(serve: &mut Serve, task: &str) -> Value {
     ok(&declared(serve, "tasks/get", json!({"taskId": task})))
 }
 
 /// Polls `tasks/get` until the task is no longer `working`.
-fn wait_done(serve: &mut Serve, task: &str, within: Duration) -> Value {
+pub(crate) fn wait_done(serve: &mut Serve, task: &str, within: Duration) -> Value {
     let deadline = Instant::now() + within;
     loop {
         let got = get(serve, task);
@@ -90,7 +90,7 @@ fn is_a_task(task: &Value, id: &str, result_type: &str) {
 }
 
 /// A modern serve of `bg` with these flags.
-fn modern(bg: &Bg, flags: &Flags) -> Serve {
+pub(crate) fn modern(bg: &Bg, flags: &Flags) -> Serve {
     bg.serve(flags).era(Era::Modern).start()
 }
 

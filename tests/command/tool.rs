@@ -199,10 +199,19 @@ pub(crate) fn refused(result: &Value) -> String {
 
 fn refuses_programs_not_allowed(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
+    // An allowed program that is there at start (serve refuses to start without it) and gone
+    // by the call.
+    let gone = setup.path("gone");
+    std::fs::create_dir(&gone).unwrap();
+    script(&gone.join("lnk-no-such-program"), "echo ran");
+    let path = format!("{}:{}", path_str(&gone), setup.programs_path());
     let mut serve = setup
         .serve()
+        .visible(&gone)
+        .programs_path(&path)
         .programs(&["echo", "sh", "lnk-no-such-program"])
         .start();
+    std::fs::remove_file(gone.join("lnk-no-such-program")).unwrap();
     let marker = setup.files.join("touched");
     let marker = path_str(&marker);
     for program in [
@@ -221,9 +230,10 @@ fn refuses_programs_not_allowed(sandbox: Sandbox) {
             "{program:?}: the refusal lists what may be run: {text}"
         );
     }
-    // Allowed, but on no folder of --programs-path.
+    // Allowed, but on no folder of --programs-path any more.
     let result = serve.call(json!({"program": "lnk-no-such-program"}));
-    refused(&result);
+    let why = refused(&result);
+    assert!(why.contains("was not found"), "{why}");
     assert!(!Path::new(&marker).exists(), "a refused program ran");
     // Still serving.
     let result = serve.call(json!({"program": "echo", "args": ["fine"]}));

@@ -17,6 +17,20 @@ pub const HOSTS: [&str; 5] = ["claude-code", "codex", "gemini", "claude-desktop"
 /// A file the entry's `ls` must show: proof that the call ran in the agent's folder.
 pub const PROBE_FILE: &str = "config-probe.txt";
 
+/// The variables by which the tools name their caches outside the HOME.
+const CACHE_VARIABLES: [&str; 10] = [
+    "CARGO_HOME",
+    "GOMODCACHE",
+    "GOCACHE",
+    "GOPATH",
+    "GOENV",
+    "PIP_CACHE_DIR",
+    "PIP_CONFIG_FILE",
+    "npm_config_cache",
+    "NPM_CONFIG_CACHE",
+    "XDG_CACHE_HOME",
+];
+
 /// A private HOME with the agent's folder `work` in it.
 pub struct Home {
     _root: tempfile::TempDir,
@@ -35,6 +49,8 @@ impl Home {
         let path = root.path().canonicalize().unwrap().join("home");
         std::fs::create_dir_all(path.join("work")).unwrap();
         std::fs::write(path.join("work").join(PROBE_FILE), "hello\n").unwrap();
+        // The README's entries allow cargo from `~/.cargo/bin`, as a rustup install puts it.
+        lnk_tests::toolchains::give_cargo(&path);
         Home { _root: root, path }
     }
 
@@ -54,6 +70,10 @@ impl Home {
             .env("XDG_CONFIG_HOME", self.path.join(".config"))
             .env_remove("CODEX_HOME")
             .env_remove("RUST_LOG");
+        // The tools' caches are found in this HOME alone (config adds the ones it finds).
+        for name in CACHE_VARIABLES {
+            command.env_remove(name);
+        }
         if let Some(path) = path_var {
             command.env("PATH", path);
         }

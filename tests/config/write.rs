@@ -15,15 +15,14 @@ use lnk_tests::sandbox::path_str;
 /// What is in each host's file before `--write`: another server and settings of the host's.
 fn existing(host: &str, home: &Home) -> Vec<(PathBuf, String)> {
     let h = &home.path;
-    let w = home.work();
     match host {
         "claude-code" => vec![
             (
-                w.join(".mcp.json"),
+                h.join(".claude.json"),
                 "{\n    \"mcpServers\": {\n        \"other\": {\"command\": \"/bin/other\", \"args\": []}\n    },\n    \"zzz\": true\n}\n".into(),
             ),
             (
-                w.join(".claude/settings.local.json"),
+                h.join(".claude/settings.json"),
                 "{\"permissions\": {\"allow\": [\"Bash(ls:*)\"], \"deny\": [\"Read(./.env)\"]}, \"model\": \"x\"}\n".into(),
             ),
         ],
@@ -46,7 +45,7 @@ fn existing(host: &str, home: &Home) -> Vec<(PathBuf, String)> {
             "{\"globalShortcut\": \"Ctrl+Space\", \"mcpServers\": {}}\n".into(),
         )],
         "vscode" => vec![(
-            w.join(".vscode/mcp.json"),
+            h.join(".config/Code/User/mcp.json"),
             "{\n\t\"inputs\": [],\n\t\"servers\": {\n\t\t\"other\": {\"type\": \"stdio\", \"command\": \"/bin/other\"}\n\t}\n}\n".into(),
         )],
         other => panic!("no host {other}"),
@@ -67,17 +66,15 @@ fn without_ours(host: &str, path: &Path, mut after: Value) -> Value {
     let servers = match (host, name.as_str()) {
         ("codex", _) => Some("mcp_servers"),
         ("vscode", _) => Some("servers"),
-        (_, "settings.local.json" | "trustedFolders.json") => None,
+        (_, "settings.json") if host == "claude-code" => None,
+        (_, "trustedFolders.json") => None,
         _ => Some("mcpServers"),
     };
     if let Some(servers) = servers {
         after[servers].as_object_mut().unwrap().remove("link-run");
     }
-    if name == "settings.local.json" {
-        after
-            .as_object_mut()
-            .unwrap()
-            .remove("enabledMcpjsonServers");
+    if name == "settings.json" && host == "claude-code" {
+        assert!(after.get("enabledMcpjsonServers").is_none(), "{after}");
         let allow = after["permissions"]["allow"].as_array_mut().unwrap();
         assert_eq!(allow.pop(), Some(json!("mcp__link-run")));
     }

@@ -21,7 +21,11 @@
 // - cancel:   `start` of `sleep <N>` is a task; `tasks/update` is acknowledged; `tasks/cancel`,
 //             then `tasks/get` reaches `cancelled`;
 // - restart:  a task started by one serve, handed off, and resumed by a second serve on the same
-//             state folder once the first has exited (stdin closed, process gone): `completed`.
+//             state folder once the first has exited (stdin closed, process gone): `completed`;
+// - watch:    `watch` of a run for a line it prints after two seconds is a task of its own, whose
+//             id is the run's, `-` and a tag; polled, it completes with the line, and its
+//             `structuredContent` validates against `watch`'s `outputSchema`; a second watch,
+//             for a line never printed, cancelled, reaches `cancelled` while the run goes on.
 //
 // Usage:
 //   node tasks_client.mjs [--modes pin,auto] [--checks ...] [--expect-ttl-ms N]
@@ -47,7 +51,7 @@ const TASKS = "io.modelcontextprotocol/tasks";
 const CAPABILITIES = "io.modelcontextprotocol/clientCapabilities";
 const PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion";
 const MODES = ["pin", "auto"];
-const CHECKS = ["discover", "plain", "complete", "ids", "cancel", "restart"];
+const CHECKS = ["discover", "plain", "complete", "ids", "cancel", "restart", "watch"];
 // Environment passed on to serve on top of what the SDK itself lets through.
 const PASSED_ENV = ["RUST_LOG", "RUST_BACKTRACE", "LNK_SUPERVISE", "LNK_KEYRING", "XDG_CONFIG_HOME"];
 const CLIENT_INFO = { name: "lnk-tasks-conformance", version: "1.0.0" };
@@ -268,6 +272,13 @@ async function withServe(mode, args, wire, label, body) {
     }
 }
 
+async function schemaOf(serve, name) {
+    const { tools } = await serve.client.listTools();
+    const schema = outputSchemaOf(tools, name);
+    if (schema === undefined) throw new CheckFailed(`${name} has no outputSchema: ${JSON.stringify(tools.map((t) => t.name))}`);
+    return new Ajv2020({ strict: false, allErrors: true }).compile(schema);
+}
+
 async function startSchema(serve) {
     const { tools } = await serve.client.listTools();
     const schema = outputSchemaOf(tools, "start");
@@ -406,6 +417,61 @@ const checks = {
             check(tag, "the second serve first sees it working (the run outlived the first serve)", firstAnswer?.includes('"status":"working"'), firstAnswer);
             const { outcome } = await execution.settle({ signal: AbortSignal.timeout(60_000) });
             checkCompleted(tag, "the resumed task", outcome, validate, taskId, marker, 0, wire);
+        });
+    },
+
+    async watch(mode, args, wire, tag) {
+        await withServe(mode, args, wire, "serve", async (serve) => {
+            const validate = await schemaOf(serve, "watch");
+            // As serve listed it (the SDK's own view of a tool keeps no `execution`).
+            const listed = wire.lines
+                .map((line) => line.match(/ <-- (\{.*\})$/))
+                .filter(Boolean)
+                .map((match) => JSON.parse(match[1]).result?.tools)
+                .filter(Array.isArray)
+                .at(-1);
+            const declared = listed?.find((t) => t.name === "watch");
+            check(tag, "watch is listed with execution.taskSupport: required", declared?.execution?.taskSupport === "required", declared?.execution);
+            const marker = `watch${randomBytes(6).toString("hex")}`;
+            // The run prints `<marker>-ready` after two seconds: the marker is in its arguments,
+            // the line is not.
+            const run = await serve.session.callTool("start", {
+                program: "sh",
+                args: ["-c", `sleep 2; printf '%s-%s\\n' "$1" ready; sleep 3`, "sh", marker],
+            });
+            check(tag, "the run is a task", run.kind === "task", run.kind);
+            const runId = run.handle.taskId;
+            const watch = await serve.session.callTool("watch", { id: runId, until: `${marker}-ready` });
+            check(tag, "watch is answered with a task", watch.kind === "task", watch.kind);
+            const watchId = watch.handle.taskId;
+            check(tag, `the watch's id is the run's, "-" and a tag (${watchId})`, new RegExp(`^${runId}-[a-z0-9]{8,16}$`).test(watchId), watchId);
+            const never = await serve.session.callTool("watch", { id: runId, until: "never printed" });
+            check(tag, "a second watch is a task of its own", never.kind === "task" && never.handle.taskId !== watchId, never.handle);
+
+            const seen = [];
+            const { outcome } = await watch.settle({
+                signal: AbortSignal.timeout(60_000),
+                onEvent: (event) => {
+                    if (event.type === "task") seen.push(event.task.status);
+                },
+            });
+            ok(tag, `watch statuses seen while polling: ${seen.join(" -> ")}`);
+            check(tag, "the watch completed", outcome.status === "completed", outcome.status === "failed" ? describe(outcome.error) : outcome);
+            const structured = outcome.result?.structuredContent;
+            check(tag, "the watch's result is no error", outcome.result?.isError !== true, outcome.result);
+            check(tag, "its structuredContent validates against watch's outputSchema", validate(structured), { errors: validate.errors, structuredContent: structured });
+            check(tag, "it holds the line", structured.matched === true && structured.line === `${marker}-ready`, structured);
+            check(tag, "the text holds the line", textOf(outcome.result).includes(`${marker}-ready`), textOf(outcome.result));
+
+            await never.cancel();
+            const cancelled = await never.result();
+            check(tag, "a cancelled watch settles as cancelled", cancelled.status === "cancelled", cancelled);
+            const view = await serve.session.task(never.handle.taskId).snapshot();
+            check(tag, "tasks/get of the cancelled watch says cancelled", view.status === "cancelled", view.raw);
+            const runView = await serve.session.task(runId).snapshot();
+            check(tag, "the run goes on (or ended by itself), not cancelled", runView.status !== "cancelled", runView.raw);
+            const { outcome: ran } = await run.settle({ signal: AbortSignal.timeout(60_000) });
+            check(tag, "the run completed by itself", ran.status === "completed", ran);
         });
     },
 };

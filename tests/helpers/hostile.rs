@@ -15,6 +15,8 @@
 //! - `write <name> <folder>...`: create `<folder>/<name>` (the test looks from outside).
 //! - `setsid <marker> <secs>`: start `linger <marker> <secs>` in a new session (a double fork:
 //!   the child it starts is reparented), and exit at once.
+//! - `plant <path>...`, `unpin <folder>...`: change protected paths every way a program could
+//!   (see `hostile/plant.rs`).
 //! - `linger <marker> <secs>`: sleep.
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -26,6 +28,10 @@ use std::time::Duration;
 use rustix::fs::{FlockOperation, flock};
 use rustix::mount::{MountFlags, UnmountFlags, mount_remount, unmount};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+
+/// Attacks on the protected paths of the files folder.
+#[path = "hostile/plant.rs"]
+mod plant;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,6 +50,8 @@ fn main() -> ExitCode {
             .iter()
             .for_each(|folder| write(&Path::new(folder).join(name))),
         ("setsid", [marker, secs]) => return setsid_away(marker, secs),
+        ("plant", paths) => plant::plant(paths),
+        ("unpin", paths) => plant::unpin(paths),
         ("linger", [_marker, secs]) => {
             std::thread::sleep(Duration::from_secs(secs.parse().unwrap_or(60)));
         }

@@ -37,18 +37,25 @@ fn fresh_home() -> Home {
     std::os::unix::fs::symlink(&runner, bin.join("lnk-link-run")).expect("linking lnk-link-run");
     std::os::unix::fs::symlink(&supervisor, bin.join("lnk-link-supervise"))
         .expect("linking lnk-link-supervise");
+    // The entries allow cargo from `~/.cargo/bin`, where a rustup install in the home puts it.
+    lnk_tests::toolchains::give_cargo(&path);
     Home { _root: root, path }
 }
 
 /// Starts the entry as a host would and speaks to it briefly.
-fn run_entry(entry: &Entry) {
+fn run_entry(entry: &Entry, cwd: Option<&Path>) {
+    run_entry_and(entry, cwd, |_| {});
+}
+
+/// [`run_entry`], with `more` asked of the server before it is closed.
+fn run_entry_and(entry: &Entry, cwd: Option<&Path>, more: impl FnOnce(&mut Serve)) {
     let argv: Vec<OsString> = entry.args.iter().map(OsString::from).collect();
     let mut serve = Serve::spawn_program(
         Path::new(&entry.command),
         &argv,
         Era::Legacy("2025-11-25"),
         &[],
-        None,
+        cwd,
         None,
     );
     let init = serve.initialize("2025-11-25");
@@ -95,6 +102,7 @@ fn run_entry(entry: &Entry) {
         "{}: `ls` did not list the agent's folder: {text}",
         entry.place
     );
+    more(&mut serve);
 
     serve.close_stdin();
     let status = serve.wait_exit(ANSWER);
@@ -127,18 +135,20 @@ fn every_host_entry_starts_serve_as_written() {
             .text
             .replace(PLACEHOLDER_HOME, &sandbox::path_str(&home.path));
         for entry in server_entries(&block, &parse(&block, &text)) {
-            run_entry(&entry);
+            run_entry(&entry, None);
             started += 1;
         }
     }
     assert!(started >= 4, "only {started} server entries were started");
 }
 
-/// The README's three commands, as a newcomer runs them on a fresh home: the binaries where
-/// `scripts/install.sh` puts them (linked here, the build standing for the install), then the
-/// `config` line as written (the shell's `~` expanded to that home), then the host starting
-/// the server `config` wrote: it must answer `tools/list` and run `ls` in the agent's folder.
-/// (`scripts/hosts/run.sh` starts Claude Code itself on such an entry.)
+/// The README's three commands, as a newcomer runs them on a fresh home with rustup in it:
+/// the binaries where `scripts/install.sh` puts them (linked here, the build standing for the
+/// install), cargo in `~/.cargo/bin` and rustup's `~/.rustup` (linked to this machine's), then
+/// the `config` line as written (the shell's `~` expanded to that home), then the host
+/// starting the server `config` wrote: it must answer `tools/list`, run `ls` in the agent's
+/// folder, and run `cargo test` on a crate through rustup inside the sandbox. (`scripts/hosts/run.sh`
+/// starts Claude Code itself on such an entry, and has it run `cargo test`.)
 #[test]
 fn the_readme_quickstart_gives_a_working_server() {
     if !Sandbox::Bwrap.usable() {
@@ -200,5 +210,33 @@ fn the_readme_quickstart_gives_a_working_server() {
             .map(|a| a.as_str().expect("a string").to_owned())
             .collect(),
     };
-    run_entry(&entry);
+    // A crate of the agent's, tested through rustup inside the sandbox.
+    let adder = home.path.join("work/adder");
+    std::fs::create_dir_all(adder.join("src")).expect("the crate's folder");
+    std::fs::write(
+        adder.join("Cargo.toml"),
+        "[package]\nname = \"adder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("the crate's manifest");
+    std::fs::write(
+        adder.join("src/lib.rs"),
+        "#[test]\nfn adds() {\n    assert_eq!(2 + 3, 5);\n}\n",
+    )
+    .expect("the crate's source");
+    // Started as a host started in `~/work` starts it (`cd ~/work && claude`): with
+    // `--files-from roots`, a client that gives no roots works in that folder.
+    run_entry_and(&entry, Some(&home.path.join("work")), |serve| {
+        let id = serve.send_call(
+            json!({"program": "cargo", "args": ["test", "--offline"], "dir": "adder"}),
+            None,
+        );
+        let result = serve.call_result(id, Duration::from_secs(120));
+        let text = results::text(&result);
+        assert_eq!(
+            results::structured(&result)["exit_code"],
+            0,
+            "the README's quickstart: `cargo test` failed inside: {text}"
+        );
+        assert!(text.contains("test result: ok. 1 passed"), "{text}");
+    });
 }

@@ -278,3 +278,45 @@ pub fn thread_names(pid: i32) -> Vec<String> {
         .map(|name| String::from_utf8_lossy(&name).trim_end().to_owned())
         .collect()
 }
+
+/// The CPU time process `pid` has used (user and system, all its threads), from
+/// `/proc/<pid>/stat`.
+pub fn cpu_time(pid: i32) -> Duration {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    // After the command name, which may hold spaces and parentheses: utime is the 12th field,
+    // stime the 13th.
+    let after = stat.rfind(')').unwrap_or_else(|| panic!("{path}: {stat}"));
+    let fields: Vec<u64> = stat[after + 1..]
+        .split_ascii_whitespace()
+        .map(|field| field.parse().unwrap_or(0))
+        .collect();
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    let per_second = rustix::param::clock_ticks_per_second().max(1);
+    Duration::from_secs_f64(ticks as f64 / per_second as f64)
+}
+
+/// The ids of the threads of `pid` whose name starts with `prefix`.
+pub fn threads_named(pid: i32, prefix: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|name| name.starts_with(prefix))
+        })
+        .collect()
+}
+
+/// Voluntary context switches of thread `tid` of `pid`: how often it went to sleep.
+pub fn thread_sleeps(pid: i32, tid: i32) -> u64 {
+    proc_field(
+        pid,
+        &format!("task/{tid}/status"),
+        "voluntary_ctxt_switches:",
+    )
+    .and_then(|n| n.parse().ok())
+    .unwrap_or(0)
+}

@@ -71,3 +71,44 @@ pub fn recommended_sandbox(files: &Path, extra: &[String]) -> Vec<String> {
         .map(|e| e.replace(FILES_PLACEHOLDER, files))
         .collect()
 }
+
+/// An entry's arguments without what `config` adds for the machine (docs/sandbox.md, "What
+/// `config` adds for your machine"): every `--var` (the docs' entries hold none), and the
+/// sandbox's words between `--tmpfs /tmp` and the files folder's `--bind`. Returns those
+/// arguments, and the removed sandbox words.
+pub fn without_machine_part(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut kept = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            kept.push(word.clone());
+            kept.extend(words.by_ref().cloned());
+            break;
+        }
+        if word == "--var" {
+            words.next();
+            continue;
+        }
+        kept.push(word.clone());
+    }
+    let start = kept
+        .windows(2)
+        .position(|pair| pair[0] == "--tmpfs" && pair[1] == "/tmp")
+        .map(|at| at + 2);
+    let end = kept.iter().rposition(|w| w == "--bind");
+    let machine = match (start, end) {
+        (Some(start), Some(end)) if start <= end => kept.drain(start..end).collect(),
+        _ => Vec::new(),
+    };
+    (kept, machine)
+}
+
+/// The `--var`s among an entry's arguments, as `NAME=VALUE`.
+pub fn vars(args: &[String]) -> Vec<String> {
+    let end = args.iter().position(|w| w == "--").unwrap_or(args.len());
+    args[..end]
+        .windows(2)
+        .filter(|pair| pair[0] == "--var")
+        .map(|pair| pair[1].clone())
+        .collect()
+}

@@ -79,6 +79,9 @@ impl Sandbox {
     }
 }
 
+/// The word serve fills in with the protected paths' binds.
+pub const PROTECTED: &str = "{protected}";
+
 /// What `--unshare-all` stands for, less `--unshare-pid`.
 const UNSHARE_ALL_BUT_PID: &[&str] = &[
     "--unshare-user-try",
@@ -101,7 +104,12 @@ pub fn bwrap_line(files: &Path, visible: &[PathBuf]) -> Vec<String> {
 /// Checks that the recommended line can make a sandbox on this machine.
 fn probe_bwrap() -> Result<(), String> {
     let files = std::env::current_dir().map_err(|err| format!("no working folder: {err}"))?;
-    let line = bwrap_line(&files, &[]);
+    // Run by hand here, not by serve: the word serve fills in for the protected paths is left
+    // out (it only adds binds).
+    let line: Vec<String> = bwrap_line(&files, &[])
+        .into_iter()
+        .filter(|word| word != PROTECTED)
+        .collect();
     let Some((program, args)) = line.split_first() else {
         return Err("the recommended line is empty".into());
     };

@@ -84,6 +84,7 @@ impl Setup {
             setup: self,
             files: self.files.clone(),
             files_flag: None,
+            from_roots: false,
             programs_path: self.programs_path(),
             timeout: "10s".into(),
             output: "64KiB".into(),
@@ -96,6 +97,7 @@ impl Setup {
             user: None,
             current_dir: None,
             env: Vec::new(),
+            names: None,
         }
     }
 }
@@ -105,6 +107,7 @@ pub struct ServeBuilder<'a> {
     setup: &'a Setup,
     files: PathBuf,
     files_flag: Option<PathBuf>,
+    from_roots: bool,
     programs_path: String,
     timeout: String,
     output: String,
@@ -117,6 +120,7 @@ pub struct ServeBuilder<'a> {
     user: Option<u32>,
     current_dir: Option<PathBuf>,
     env: Vec<(String, OsString)>,
+    names: Option<crate::net::Names>,
 }
 
 impl ServeBuilder<'_> {
@@ -137,6 +141,13 @@ impl ServeBuilder<'_> {
     /// run as root, so this is how they run serve as an ordinary user (`nobody`).
     pub fn run_as(mut self, uid: u32) -> Self {
         self.user = Some(uid);
+        self
+    }
+
+    /// Runs serve with `names` as its `/etc/hosts` (in a mount namespace of its own), so that
+    /// its proxy resolves the tests' names ([`crate::net::Names`]).
+    pub fn names(mut self, names: &crate::net::Names) -> Self {
+        self.names = Some(names.clone());
         self
     }
 
@@ -176,6 +187,14 @@ impl ServeBuilder<'_> {
         self
     }
 
+    /// `--files-from roots` in place of `--files`: the files folder is the client's first root
+    /// (else the folder serve starts in), and the sandbox line binds the word `{files}`, which
+    /// serve fills in.
+    pub fn files_from_roots(mut self) -> Self {
+        self.from_roots = true;
+        self
+    }
+
     /// `--programs-path`.
     pub fn programs_path(mut self, value: &str) -> Self {
         value.clone_into(&mut self.programs_path);
@@ -208,17 +227,24 @@ impl ServeBuilder<'_> {
 
     /// The arguments after the binary's name.
     pub fn argv(&self) -> Vec<OsString> {
-        let mut argv: Vec<OsString> = vec![
-            "serve".into(),
-            "--files".into(),
-            self.files_flag.as_ref().unwrap_or(&self.files).into(),
+        let files: [OsString; 2] = if self.from_roots {
+            ["--files-from".into(), "roots".into()]
+        } else {
+            [
+                "--files".into(),
+                self.files_flag.as_ref().unwrap_or(&self.files).into(),
+            ]
+        };
+        let mut argv: Vec<OsString> = vec!["serve".into()];
+        argv.extend(files);
+        argv.extend([
             "--programs-path".into(),
             self.programs_path.clone().into(),
             "--timeout".into(),
             self.timeout.clone().into(),
             "--output".into(),
             self.output.clone().into(),
-        ];
+        ]);
         for program in &self.programs {
             argv.extend(["--program".into(), program.into()]);
         }
@@ -232,6 +258,9 @@ impl ServeBuilder<'_> {
         argv.push("--".into());
         let sandbox = match &self.sandbox {
             Some(sandbox) => sandbox.clone(),
+            None if self.from_roots => self
+                .setup
+                .sandbox_argv_with(Path::new(crate::roots::FILES_WORD), &self.visible),
             None => self.setup.sandbox_argv_with(&self.files, &self.visible),
         };
         argv.extend(sandbox.into_iter().map(OsString::from));
@@ -250,6 +279,17 @@ impl ServeBuilder<'_> {
             .map(|(name, value)| (name.as_str(), value.as_os_str()))
             .collect();
         all.extend_from_slice(envs);
+        if let Some(names) = &self.names {
+            let (program, argv) = names.wrap(&crate::bins::link_run(), &self.argv(), self.user);
+            return Serve::spawn_program(
+                &program,
+                &argv,
+                self.era,
+                &all,
+                self.current_dir.as_deref(),
+                None,
+            );
+        }
         Serve::spawn_env(
             &self.argv(),
             self.era,

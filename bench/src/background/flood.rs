@@ -57,13 +57,35 @@ impl Sampler {
     }
 }
 
-/// The pid of run `id`'s supervisor, found by its command line.
+/// The pid of run `id`'s supervisor, found by its command line: the process that forked
+/// itself away (`--detached`), not its first one, serve's child, which exits at once (on a
+/// loaded machine it was seen first, and its end taken for the supervisor's).
 fn find_supervisor(id: &str, within: Duration) -> Result<u32> {
     let needle = format!("lnk-link-supervise supervise {id}");
     let deadline = Instant::now() + within;
+    let serves_child = |pid: u32| {
+        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .nth(1)?
+                    .to_owned();
+                after.parse::<u32>().ok()
+            });
+        parent.is_none_or(|parent| {
+            std::fs::read_to_string(format!("/proc/{parent}/comm"))
+                .is_ok_and(|comm| comm.starts_with("lnk-link-run"))
+        })
+    };
     loop {
-        if let Some((pid, _)) = procs::running_with(&needle).first() {
-            return Ok(*pid);
+        if let Some((pid, _)) = procs::running_with(&needle)
+            .into_iter()
+            .find(|(pid, _)| !serves_child(*pid))
+        {
+            return Ok(pid);
         }
         if Instant::now() >= deadline {
             bail!("no supervisor of run {id} was found");

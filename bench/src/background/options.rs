@@ -33,9 +33,15 @@ pub struct Options {
     /// `read`s left waiting at once on a run that writes nothing (item 8).
     #[arg(long, default_value_t = 50)]
     pub idle_reads: usize,
-    /// How long they wait while serve's CPU is measured, in seconds (item 8).
+    /// How long they wait while serve's CPU is measured, in seconds (items 8 and 9).
     #[arg(long, default_value_t = 50)]
     pub idle_secs: u64,
+    /// Timed watches (tasks), each for the `ready` a run prints (item 9, over the swept folder).
+    #[arg(long, default_value_t = 50)]
+    pub watches: usize,
+    /// Watches left waiting at once on a run that writes nothing (item 9).
+    #[arg(long, default_value_t = 50)]
+    pub idle_watches: usize,
     /// Timed runs from their end to the stand-in way in holding the message (item 5).
     #[arg(long, default_value_t = 20)]
     pub tells: usize,

@@ -88,6 +88,7 @@ fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -
 
     sweep_and_list(report, bins, place, &template, options)?;
     super::tasks::tasks(report, bins, place, options)?;
+    super::watches::watches(report, bins, place, options)?;
     telling(report, bins, place, options.tells)?;
     crate::scale::run(report, bins, place, &template, &options.scale)
 }

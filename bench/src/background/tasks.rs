@@ -15,7 +15,7 @@ use crate::serve::Serve;
 use crate::stats::Summary;
 
 /// A 2026-07-28 request's `_meta`, declaring the Tasks extension or not.
-fn modern_meta(declares: bool) -> Value {
+pub(super) fn modern_meta(declares: bool) -> Value {
     let extensions = if declares {
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
     } else {

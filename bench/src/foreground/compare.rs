@@ -200,7 +200,7 @@ pub(super) fn compare(
         targets.push(Target::server("Link Run warm, bwrap", warm, lnk_params()));
         let cold = lnk(bins, place, "cold-bwrap", prefix.clone(), true)?;
         targets.push(Target::server("Link Run cold, bwrap", cold, lnk_params()));
-        let mut argv = prefix.clone();
+        let mut argv = crate::line::by_hand(prefix);
         argv.extend(["--".into(), echo.clone(), hi.clone()]);
         if let Some(binary) = &options.baseline {
             let other = baseline(bins, place, binary, "baseline-bwrap", prefix.clone())?;

@@ -54,6 +54,8 @@ fn made_run(cap: u64) -> TestRun {
         hops: 0,
         tell_to: None,
         stdin: Default::default(),
+        caches: Vec::new(),
+        net_allow: Vec::new(),
     };
     let mut record = Record::new(
         RunId::generate().unwrap(),

@@ -57,6 +57,8 @@ fn record(files: &Path) -> Record {
         hops: 0,
         tell_to: None,
         stdin: Default::default(),
+        caches: Vec::new(),
+        net_allow: Vec::new(),
     };
     Record::new(
         RunId::generate().unwrap(),
@@ -116,6 +118,20 @@ fn a_run_made_then_removed_leaves_nothing() {
     index::ended(&f.state, &ended).unwrap();
     crate::stop::request(&f.state, &ended.id).unwrap();
     std::fs::write(f.state.log(&ended.id), b"a log line\n").unwrap();
+    // And a watch of it, ended.
+    let watch = crate::watch::WatchId::generate(&ended.id).unwrap();
+    crate::watch::WatchSpec {
+        version: crate::watch::VERSION,
+        id: watch.clone(),
+        until: None,
+        regex: false,
+        from: 0,
+        created_at_ms: UnixMs::now(),
+        deadline_ms: UnixMs::now(),
+    }
+    .create(&f.state)
+    .unwrap();
+    assert!(watch.dir(&f.state).is_dir());
 
     let minute = remove(
         &f.state,
@@ -129,7 +145,7 @@ fn a_run_made_then_removed_leaves_nothing() {
         let _ = std::fs::remove_dir(minute);
     }
     let after = (tree(f.state.path()), tree(f.output_dir.path()));
-    // The index's kind folders may stay; nothing of the run does.
+    // The index's kind folders (and the watches') may stay; nothing of the run does.
     let leftover: Vec<&String> = after
         .0
         .difference(&before.0)

@@ -123,13 +123,21 @@ pub struct Descendant {
 }
 
 impl Descendant {
+    /// `pid`, pinned by a pidfd. Only for a pid that cannot have changed hands: a child not
+    /// yet reaped, or a process the caller has proven after pinning it.
+    pub fn pin(pid: Pid) -> Option<Descendant> {
+        use rustix::process::{PidfdFlags, pidfd_open};
+        let pidfd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
+        Some(Descendant { pid, pidfd })
+    }
+
     /// Sends `signal` through the pidfd (an error means it has ended).
     pub fn signal(&self, signal: Signal) {
         let _ = rustix::process::pidfd_send_signal(&self.pidfd, signal);
     }
 
     /// Whether it has not ended (its pidfd is readable once it has).
-    fn alive(&self) -> bool {
+    pub fn alive(&self) -> bool {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
         let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
         matches!(poll(&mut fds, Some(&Timespec::default())), Ok(0))
@@ -146,13 +154,20 @@ impl Descendant {
 /// `/proc` says its parent is that parent, which is itself pinned and still alive (a pid that
 /// changed hands in between has another parent).
 pub fn descendants() -> Vec<Descendant> {
+    let children = children().unwrap_or_default();
+    walk(children.into_iter().filter_map(Descendant::pin).collect())
+}
+
+/// `root` and every live descendant of it, proven as [`descendants`] proves them: for a process
+/// that is not this one's, pinned and proven by the caller (a run's gate, by its recorded start
+/// time).
+pub fn descendants_of(root: Descendant) -> Vec<Descendant> {
+    walk(vec![root])
+}
+
+/// `found` and the descendants of each, breadth first.
+fn walk(mut found: Vec<Descendant>) -> Vec<Descendant> {
     use rustix::process::{PidfdFlags, pidfd_open};
-    let mut found: Vec<Descendant> = Vec::new();
-    for pid in children().unwrap_or_default() {
-        if let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) {
-            found.push(Descendant { pid, pidfd });
-        }
-    }
     let mut next = 0;
     while next < found.len() {
         let parent_at = next;
@@ -177,6 +192,31 @@ pub fn descendants() -> Vec<Descendant> {
         }
     }
     found
+}
+
+/// Sends `signal` to every live process below `root` (not `root` itself) but the sandbox's own,
+/// those running `sandbox_exe` (bubblewrap and its init: one that dies of a signal ends what
+/// runs inside it at once): the run's programs, whatever session or group they are in. How many
+/// were signalled.
+pub fn signal_programs(
+    root: Descendant,
+    sandbox_exe: Option<&std::path::Path>,
+    signal: Signal,
+) -> usize {
+    let root_pid = root.pid;
+    let mut signalled = 0;
+    for descendant in descendants_of(root) {
+        if descendant.pid == root_pid {
+            continue;
+        }
+        let exe = descendant.exe();
+        if exe.is_some() && exe.as_deref() == sandbox_exe {
+            continue;
+        }
+        descendant.signal(signal);
+        signalled += 1;
+    }
+    signalled
 }
 
 /// The children of another process, from its threads' `children` files (empty when they

@@ -31,24 +31,41 @@ use super::spare::CONTROL_FD;
 /// keeps the spawning thread alive until the reaper is reaped (the parent-death signal fires at
 /// the thread's end).
 pub fn prepare(command: &mut Command, cwd: Option<BorrowedFd<'_>>, report: &OwnedFd) {
-    prepare_with(command, cwd, report, None);
+    prepare_with(command, cwd, report, None, None);
 }
 
 /// The descriptor on which a gate gets its run's stdin (`--run-stdin`): a spare's control
 /// socket's place, since a gate is never a spare.
 pub const RUN_STDIN_FD: i32 = CONTROL_FD;
+/// The descriptor on which a reaper started for its call, or a gate, gets the sandbox's end of
+/// the proxy's channel (`--net`; a spare gets it with its call instead).
+pub const NET_FD: i32 = 5;
+
+/// Arranges `command` to start as a call's reaper, as [`prepare`], with `net` (the sandbox's
+/// end of the call's proxy channel, from [`crate::net::channel::pair`], at fd 6 or above) as
+/// its fd [`NET_FD`] when given. The caller closes `net` once `spawn` returned.
+pub fn prepare_call(
+    command: &mut Command,
+    cwd: Option<BorrowedFd<'_>>,
+    report: &OwnedFd,
+    net: Option<&OwnedFd>,
+) {
+    prepare_with(command, cwd, report, None, net);
+}
 
 /// Arranges `command` to start as a run's gate: as [`prepare`], and with `run_stdin` (the
 /// program's stdin: a pipe or a terminal, a descriptor above 4) as its fd 4, which the gate
-/// makes the sandbox's stdin once opened ([`super::Options::run_stdin`]). The caller closes
-/// `run_stdin` once `spawn` returned.
+/// makes the sandbox's stdin once opened ([`super::Options::run_stdin`]), and `net` (the
+/// sandbox's end of the run's proxy channel, at fd 6 or above) as its fd [`NET_FD`]. The
+/// caller closes both once `spawn` returned.
 pub fn prepare_gate(
     command: &mut Command,
     cwd: Option<BorrowedFd<'_>>,
     report: &OwnedFd,
     run_stdin: Option<&OwnedFd>,
+    net: Option<&OwnedFd>,
 ) {
-    prepare_with(command, cwd, report, run_stdin);
+    prepare_with(command, cwd, report, run_stdin, net);
 }
 
 /// Arranges `command` to start as a spare reaper ([`super::spare`]): as [`prepare`] without a
@@ -56,7 +73,7 @@ pub fn prepare_gate(
 /// pair, from [`super::spare::pair`]) as its fd 4. The caller closes `control` once `spawn`
 /// returned, as it does `report`.
 pub fn prepare_spare(command: &mut Command, report: &OwnedFd, control: &OwnedFd) {
-    prepare_with(command, None, report, Some(control));
+    prepare_with(command, None, report, Some(control), None);
 }
 
 #[allow(unsafe_code)]
@@ -65,18 +82,20 @@ fn prepare_with(
     cwd: Option<BorrowedFd<'_>>,
     report: &OwnedFd,
     control: Option<&OwnedFd>,
+    net: Option<&OwnedFd>,
 ) {
     command.env_clear();
     let parent = getpid();
     let cwd = cwd.map(|fd| fd.as_raw_fd());
     let report = report.as_raw_fd();
     let control = control.map(AsRawFd::as_raw_fd);
+    let net = net.map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes system calls only (fchdir, setsid,
     // sigprocmask, prctl, getppid, fcntl or dup2) on values copied in before the fork, and
     // builds `io::Error`s from raw errnos, which does not allocate; it takes no lock. `cwd`,
-    // `report` and `control` are descriptors the caller keeps open until `spawn` returns, so
-    // they are open in the child (close-on-exec closes them only at the exec).
+    // `report`, `control` and `net` are descriptors the caller keeps open until `spawn`
+    // returns, so they are open in the child (close-on-exec closes them only at the exec).
     unsafe {
         command.pre_exec(move || {
             if let Some(cwd) = cwd {
@@ -104,6 +123,12 @@ fn prepare_with(
             if let Some(control) = control {
                 let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(CONTROL_FD));
                 rustix::io::dup2(BorrowedFd::borrow_raw(control), &mut target)?;
+            }
+            // The proxy channel's end is at fd 6 or above (`net::channel::pair`): placing it
+            // at 5, after the one at 4, clobbers no source still to be placed.
+            if let Some(net) = net {
+                let mut target = ManuallyDrop::new(OwnedFd::from_raw_fd(NET_FD));
+                rustix::io::dup2(BorrowedFd::borrow_raw(net), &mut target)?;
             }
             Ok(())
         });

@@ -45,6 +45,7 @@
 pub mod children;
 pub mod hold;
 pub mod launch;
+pub mod layers;
 pub mod options;
 pub mod proven;
 mod reaping;
@@ -55,11 +56,12 @@ mod sandbox_start;
 pub mod signals;
 pub mod spare;
 pub mod warm;
+mod warm_sandbox;
 pub mod warm_wire;
 
 pub use options::Options;
 pub use report::{Event, Reports};
-pub use run::{main, run, run_spare};
+pub use run::{COLD, PASSED_FDS_FROM, main, passed_fds, run, run_spare};
 
 use std::time::Duration;
 

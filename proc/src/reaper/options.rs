@@ -5,7 +5,7 @@
 //! <binary> <subcommand> [--stop-grace-ms N] [--leftover-grace-ms N] [--wait-open]
 //!                       [--null-stdin] [--run-stdin] [--hold-start PATH] [--hold-exec PATH]
 //!                       [--warm-files PATH --warm-id DEV:INO [--warm-dir REL] [--warm-only]]
-//!                       -- <sandbox> <args>...
+//!                       [--cache FOLDER]... [--net] [--stub N] -- <sandbox> <args>...
 //! ```
 //!
 //! A spare reaper reads the same arguments from its control socket ([`super::spare`]).
@@ -13,6 +13,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The flag that names a cache folder the sandbox gets a layer over (repeated for each).
+pub const CACHE: &str = "--cache";
 
 /// How a reaper runs its sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +43,17 @@ pub struct Options {
     /// The warm sandbox or nothing: a stub that fails is reported as the reaper's failure
     /// instead of starting the call cold (the sandbox check's warm probe).
     pub warm_only: bool,
+    /// The cache folders the sandbox gets a layer of its own over ([`super::layers`]), made
+    /// between the sandbox process's fork and its exec.
+    pub caches: Vec<PathBuf>,
+    /// The call has a proxy (`--net-allow`, [`crate::net`]): the sandbox's end of its channel
+    /// is the reaper's fd [`super::launch::NET_FD`], or came with a spare's spec, and goes to
+    /// the stub with the call.
+    pub net: bool,
+    /// The sandbox runs the stub whichever way it starts (a call with a proxy): the first this
+    /// many words of `argv` are the sandbox's own, and a cold start starts the sandbox with
+    /// the stub in it and hands it the call at once ([`super::warm::cold_stub`]).
+    pub stub: Option<usize>,
     /// The sandbox and what it runs.
     pub argv: Vec<OsString>,
 }
@@ -57,6 +71,9 @@ impl Options {
             hold_exec: None,
             warm: None,
             warm_only: false,
+            caches: Vec::new(),
+            net: false,
+            stub: None,
             argv,
         }
     }
@@ -91,6 +108,15 @@ impl Options {
         }
         if self.warm_only {
             args.push("--warm-only".into());
+        }
+        for cache in &self.caches {
+            args.extend([CACHE.into(), cache.clone().into_os_string()]);
+        }
+        if self.net {
+            args.push("--net".into());
+        }
+        if let Some(words) = self.stub {
+            args.extend(["--stub".into(), words.to_string().into()]);
         }
         args.push("--".into());
         args.extend(self.argv.iter().cloned());
@@ -134,6 +160,16 @@ impl Options {
                     place.parse_arg(name, value(name)?)?;
                 }
                 Some("--warm-only") => options.warm_only = true,
+                Some(CACHE) => options.caches.push(value(CACHE)?.into()),
+                Some("--net") => options.net = true,
+                Some(name @ "--stub") => {
+                    let raw = value(name)?;
+                    let words = raw
+                        .to_str()
+                        .and_then(|text| text.parse().ok())
+                        .ok_or_else(|| format!("{name}: not a number of words"))?;
+                    options.stub = Some(words);
+                }
                 _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
             }
         }
@@ -168,6 +204,10 @@ mod tests {
         });
         options.warm_only = true;
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        options.caches = vec!["/home/me/.cargo/registry".into(), "/c, d:e".into()];
+        options.net = true;
+        options.stub = Some(1);
+        assert_eq!(Options::parse(options.to_args()).unwrap(), options);
     }
 
     #[test]
@@ -178,6 +218,7 @@ mod tests {
         assert!(parse(&["--stop-grace-ms"]).is_err());
         assert!(parse(&["--stop-grace-ms", "soon", "--", "x"]).is_err());
         assert!(parse(&["--what", "--", "x"]).is_err());
+        assert!(parse(&["--stub", "two", "--", "x"]).is_err());
         assert_eq!(parse(&["--", "x"]).unwrap().argv, [OsString::from("x")]);
     }
 }

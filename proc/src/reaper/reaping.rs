@@ -12,7 +12,7 @@ use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, wa
 use super::children::{self, reap_if_dead, signal_child};
 use super::options::Options;
 use super::report::{Event, Reporter};
-use super::sandbox_start::Sandbox;
+use super::sandbox_start::{EXEC_PIPE_BYTES, Sandbox, Spawn, exec_pipe_message};
 use super::signals::BlockedSignals;
 use crate::poll::poll_until;
 use lnk_common::status::Exit;
@@ -95,8 +95,6 @@ impl<'a> Reaping<'a> {
             self.read_exec_pipe();
             if arrived.stop {
                 self.stop();
-            } else if arrived.interrupt && self.phase == ReapPhase::Running {
-                self.interrupt();
             }
             // The leader's end first: its children are reparented here before it becomes a
             // zombie, so a list read after it is seen dead holds them.
@@ -200,7 +198,7 @@ impl<'a> Reaping<'a> {
         })
     }
 
-    /// SIGTERM to every descendant not sent one yet, but the sandbox's own processes (those
+    /// SIGTERM (and SIGCONT) to every descendant not sent one yet, but the sandbox's own processes (those
     /// still running the sandbox program): a sandbox that dies of SIGTERM ends what runs
     /// inside it at once (bubblewrap does, and its `--die-with-parent` and PID namespace then
     /// SIGKILL the rest), so the programs would get no chance to clean up. They get SIGTERM;
@@ -215,23 +213,10 @@ impl<'a> Reaping<'a> {
                 continue;
             }
             descendant.signal(Signal::TERM);
+            // A program stopped (Ctrl-Z on its terminal, SIGSTOP) would hold the SIGTERM
+            // pending until SIGKILL: it is woken to act on it, as `kill -TERM` then `-CONT`.
+            descendant.signal(Signal::CONT);
             self.termed.push(descendant.pid);
-        }
-    }
-
-    /// Ctrl-C on the run's terminal, sent on by its supervisor ([`super::signals::INTERRUPT`]):
-    /// SIGINT to every descendant but the sandbox's own processes, as [`Self::term_new`]
-    /// chooses them. The terminal itself would send it to the foreground group only, which
-    /// under a sandbox that starts its program in a session of its own (bubblewrap's
-    /// `--new-session`) is the sandbox, not the program: the sandbox would die of it and
-    /// take the program with it.
-    fn interrupt(&self) {
-        for descendant in children::descendants() {
-            let exe = descendant.exe();
-            if exe.is_some() && exe == *self.sandbox_exe() {
-                continue;
-            }
-            descendant.signal(Signal::INT);
         }
     }
 
@@ -288,22 +273,27 @@ impl<'a> Reaping<'a> {
         self.exit = Some(exit);
     }
 
-    /// Reads the exec pipe: an errno means the exec failed; its end, that it happened.
+    /// Reads the exec pipe: a message means the exec failed (or the cache layers could not be
+    /// made); its end, that it happened.
     fn read_exec_pipe(&mut self) {
         let Some(pipe) = &self.sandbox.exec_pipe else {
             return;
         };
-        let mut errno = [0u8; 4];
-        match rustix::io::read(pipe, &mut errno) {
-            Ok(4) => {
+        let mut said = [0u8; EXEC_PIPE_BYTES];
+        match rustix::io::read(pipe, &mut said) {
+            Ok(EXEC_PIPE_BYTES) => {
                 self.exec_failed = true;
-                self.report
-                    .send(Event::ExecFailed(i32::from_ne_bytes(errno)));
+                let event = match exec_pipe_message(said) {
+                    Spawn::Exec(errno) => Event::ExecFailed(errno),
+                    Spawn::Layer(failure) => Event::Failed(failure.errno.raw_os_error()),
+                    Spawn::Setup(err) => Event::Failed(err.raw_os_error().unwrap_or(0)),
+                };
+                self.report.send(event);
                 self.sandbox.exec_pipe = None;
             }
             Err(Errno::AGAIN | Errno::INTR) => {}
             // The end (the exec happened, or the child died before it), or a short read that
-            // cannot happen for four bytes on a pipe.
+            // cannot happen for so few bytes on a pipe.
             _ => self.sandbox.exec_pipe = None,
         }
     }

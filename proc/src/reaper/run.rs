@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::ExitCode;
 
 use rustix::event::{PollFd, PollFlags, poll};
@@ -10,34 +11,63 @@ use rustix::process::{Signal, set_parent_process_death_signal};
 
 use super::children;
 use super::hold::ChildHold;
+use super::launch::NET_FD;
+use super::layers::Layers;
 use super::options::Options;
 use super::reaping::Reaping;
 use super::report::{Event, Reporter};
 use super::run_stdin;
+use super::sandbox_start::BeforeExec;
 use super::sandbox_start::{Sandbox, Spawn, fork_sandbox, let_go_of_stdio, resolve, spawn_sandbox};
 use super::signals::BlockedSignals;
-use super::spare::{Call, Control, SPARE};
-use super::warm::{Handed, WARM, Warm};
+use super::spare::{self, Call, Control, SPARE, SparePrefix};
+use super::warm::{Handed, Warm, cold_stub};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};
 
-/// Runs a reaper from the arguments after its subcommand: `--spare` alone makes it a spare
-/// ([`super::spare`]), `--spare --warm <sandbox>…` one with a warm sandbox ([`super::warm`]).
+/// Runs a reaper from the arguments after its subcommand: `--spare` makes it a spare
+/// ([`super::spare`]), `--spare --warm <sandbox>…` one with a warm sandbox ([`super::warm`]),
+/// each with the cache folders its warm sandbox gets a layer over (`--cache <folder>`, before
+/// `--warm`).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();
-    match args.as_slice() {
-        [only] if only == SPARE => return run_spare(None),
-        [spare, warm, prefix @ ..] if spare == SPARE && warm == WARM && !prefix.is_empty() => {
-            return run_spare(Some(Warm::new(prefix.to_vec())));
-        }
-        _ => {}
+    if let Some((first, rest)) = args.split_first()
+        && first == SPARE
+    {
+        return match spare::parse_args(rest) {
+            Ok((_, None)) => run_spare(None),
+            Ok((caches, Some(SparePrefix::Warm(prefix)))) => match warm_layers(&caches) {
+                Ok(layers) => {
+                    let passed = passed_fds(&prefix);
+                    run_spare_passing(Some(Warm::new(prefix, layers)), &passed)
+                }
+                Err(problem) => usage(&problem),
+            },
+            // A cold spare told its calls' sandbox prefix: it keeps the descriptors the prefix
+            // binds for the sandbox of its call.
+            Ok((_, Some(SparePrefix::Cold(prefix)))) => {
+                run_spare_passing(None, &passed_fds(&prefix))
+            }
+            Err(problem) => usage(&problem),
+        };
     }
     match Options::parse(args) {
         Ok(options) => run(&options),
-        Err(problem) => {
-            let _ = writeln!(io::stderr(), "reaper: {problem}");
-            ExitCode::from(USAGE_EXIT)
-        }
+        Err(problem) => usage(&problem),
     }
+}
+
+/// A command line the reaper does not understand: one line on stderr, nothing ran.
+fn usage(problem: &str) -> ExitCode {
+    let _ = writeln!(io::stderr(), "reaper: {problem}");
+    ExitCode::from(USAGE_EXIT)
+}
+
+/// The layers of a warm spare's sandbox, if it has caches.
+fn warm_layers(caches: &[std::path::PathBuf]) -> Result<Option<Layers>, String> {
+    if caches.is_empty() {
+        return Ok(None);
+    }
+    Layers::new(caches).map(Some).map_err(|err| err.to_string())
 }
 
 /// Reports a failure to set up (nothing ran) and gives the exit code that says so.
@@ -46,11 +76,34 @@ fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
     ExitCode::from(FAILED_EXIT)
 }
 
+/// The spare's argument that tells it, without a warm sandbox, the prefix its call's sandbox
+/// will run: `reap --spare --cold <sandbox>…` ([`passed_fds`]).
+pub const COLD: &str = "--cold";
+
+/// The options of bubblewrap's that bind a descriptor the sandbox program inherits.
+const FD_BINDS: [&str; 2] = ["--bind-fd", "--ro-bind-fd"];
+
+/// The descriptors the sandbox's words bind (`--bind-fd <n> <path>`, `--ro-bind-fd …`), from
+/// [`PASSED_FDS_FROM`] up: whatever started this reaper put them there for the sandbox.
+pub fn passed_fds(words: &[OsString]) -> Vec<i32> {
+    words
+        .windows(2)
+        .filter(|pair| FD_BINDS.iter().any(|flag| pair[0] == *flag))
+        .filter_map(|pair| pair[1].to_str()?.parse().ok())
+        .filter(|fd| *fd >= PASSED_FDS_FROM)
+        .collect()
+}
+
+/// The lowest descriptor a sandbox's words may name for the reaper to keep open across the
+/// sandbox's exec ([`passed_fds`]): above every one a reaper places or opens for itself.
+pub const PASSED_FDS_FROM: i32 = 100;
+
 /// What every reaper does first: its signals read from a signalfd, and child subreaper.
-fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
+/// `passed` are the descriptors the sandbox's words name, kept open for it.
+fn set_up(report: &Reporter, passed: &[i32]) -> Result<BlockedSignals, ExitCode> {
     // Whatever this process inherited beyond stdio (a host that leaks descriptors into
-    // `serve`, say) must not reach the sandbox.
-    close_on_exec_beyond_stdio();
+    // `serve`, say) must not reach the sandbox; what its words bind must.
+    close_on_exec_beyond_stdio(passed);
     let signals = BlockedSignals::new().map_err(|err| failed(report, &err))?;
     children::become_subreaper().map_err(|err| failed(report, &err))?;
     // Not dumpable: under a sandbox without a PID namespace a program (the same user) could
@@ -62,25 +115,39 @@ fn set_up(report: &Reporter) -> Result<BlockedSignals, ExitCode> {
     Ok(signals)
 }
 
-/// Runs the sandbox of `options` to its end; see the module docs of [`super`].
+/// Runs the sandbox of `options` to its end; see the module docs of [`super`]. A call with a
+/// proxy (`--net`) has the sandbox's end of its channel at fd [`NET_FD`].
 pub fn run(options: &Options) -> ExitCode {
     let report = Reporter::from_fd3();
-    match set_up(&report) {
-        Ok(signals) => run_set_up(options, &report, &signals, None),
-        Err(code) => code,
-    }
+    let signals = match set_up(&report, &passed_fds(&options.argv)) {
+        Ok(signals) => signals,
+        Err(code) => return code,
+    };
+    let net = match options.net {
+        true => match crate::net::channel::adopt(NET_FD) {
+            Some(net) => Some(net),
+            None => return failed(&report, &io::Error::from(Errno::BADF)),
+        },
+        false => None,
+    };
+    run_set_up(options, &report, &signals, None, net)
 }
 
 /// Runs a spare: sets up, reports `ready`, waits for its call on the control socket (fd 4),
 /// enters the call's folder and runs it as [`run`] would (in its warm sandbox, when it has one
 /// that can take the call). Nothing runs when the socket ends before the call is whole or a
 /// stop comes first.
-pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
+pub fn run_spare(warm: Option<Warm>) -> ExitCode {
+    run_spare_passing(warm, &[])
+}
+
+/// [`run_spare`], keeping open the descriptors `passed` that its warm sandbox's words bind.
+fn run_spare_passing(mut warm: Option<Warm>, passed: &[i32]) -> ExitCode {
     let report = Reporter::from_fd3();
     let Some(control) = Control::from_fd4() else {
         return failed(&report, &io::Error::from(Errno::BADF));
     };
-    let signals = match set_up(&report) {
+    let signals = match set_up(&report, passed) {
         Ok(signals) => signals,
         Err(code) => return code,
     };
@@ -98,12 +165,16 @@ pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
             control.wait_for_call(&signals)
         }
     };
-    let call = match waited {
+    let mut call = match waited {
         Ok(Some(call)) => call,
         Ok(None) => return ExitCode::from(CLOSED_EXIT),
         Err(err) => return failed(&report, &err),
     };
     drop(control);
+    let net = call.net.take();
+    if call.options.net && net.is_none() {
+        return failed(&report, &io::Error::from(Errno::BADF));
+    }
     // A parent that dies from here on leaves the SIGTERM pending on the signal fd: a stop.
     if let Err(err) = set_parent_process_death_signal(Some(Signal::TERM)) {
         return failed(&report, &err.into());
@@ -112,7 +183,7 @@ pub fn run_spare(mut warm: Option<Warm>) -> ExitCode {
         return failed(&report, &err);
     }
     drop(call.cwd);
-    run_set_up(&call.options, &report, &signals, warm)
+    run_set_up(&call.options, &report, &signals, warm, net)
 }
 
 /// Puts a spare where its call runs: in its folder, with `/dev/null` as stdin if it has no
@@ -129,12 +200,14 @@ fn enter(call: &Call) -> io::Result<()> {
 }
 
 /// Runs the sandbox of `options` once the reaper is set up: handed to `warm`'s sandbox when it
-/// takes it, else started now.
+/// takes it, else started now (with the stub in it, for a call that runs under the stub).
+/// `net` is the sandbox's end of the call's proxy channel, which goes to the stub.
 fn run_set_up(
     options: &Options,
     report: &Reporter,
     signals: &BlockedSignals,
     warm: Option<Warm>,
+    net: Option<OwnedFd>,
 ) -> ExitCode {
     let failed = |err: io::Error| failed(report, &err);
     if options.wait_open {
@@ -157,31 +230,63 @@ fn run_set_up(
             return ExitCode::from(EXEC_FAILED_EXIT);
         }
     };
+    let net_fd = net.as_ref().map(AsFd::as_fd);
     let handed = match warm {
-        Some(mut warm) => warm.hand(options, signals),
+        Some(mut warm) => warm.hand(options, signals, net_fd),
         None if options.warm_only => Handed::Failed(io::Error::other("no warm sandbox")),
         None => Handed::Cold,
     };
+    let layers = match warm_layers(&options.caches) {
+        Ok(layers) => layers,
+        Err(problem) => return failed(io::Error::other(problem)),
+    };
+    let (handed, layers) = match (handed, options.stub) {
+        // A test's hold needs a fork of this process's own: such a call runs without the stub.
+        // The sandbox started for the call with the stub in it gets the cache layers.
+        (Handed::Cold, Some(words)) if options.hold_exec.is_none() => {
+            (cold_stub(options, words, signals, net_fd, layers), None)
+        }
+        (handed, _) => (handed, layers),
+    };
+    // The stub has the channel now; this process keeps no end of it.
+    drop(net);
     let hold_exec = options.hold_exec.as_deref().and_then(ChildHold::new);
-    let sandbox = match (handed, hold_exec.as_ref()) {
-        (Handed::Warm(pid), _) => Ok(Sandbox {
+    let sandbox = match (handed, hold_exec.as_ref(), layers.as_ref()) {
+        (Handed::Warm(pid, layer_ns), _, _) => Ok(Sandbox {
             pid,
             exec_pipe: None,
+            layer_ns,
         }),
-        (Handed::Failed(err), _) => return failed(err),
-        (Handed::NotRun(event), _) => {
+        (Handed::Failed(err), _, _) => return failed(err),
+        (Handed::Stopped, _, _) => return ExitCode::from(CLOSED_EXIT),
+        (Handed::NotRun(event), _, _) => {
             report.send(event);
             return ExitCode::from(FAILED_EXIT);
         }
-        // A test's hold between fork and exec needs a fork of this process's own.
-        (Handed::Cold, Some(hold)) => fork_sandbox(&program, hold),
-        (Handed::Cold, None) => spawn_sandbox(&program),
+        (Handed::Cold, None, None) => spawn_sandbox(&program),
+        // A test's hold between fork and exec, and the cache layers, need a fork of this
+        // process's own.
+        (Handed::Cold, hold, layers) => fork_sandbox(
+            &program,
+            BeforeExec {
+                hold,
+                layers,
+                dups: &[],
+            },
+        ),
     };
     let sandbox = match sandbox {
         Ok(sandbox) => sandbox,
         Err(Spawn::Exec(errno)) => {
             report.send(Event::ExecFailed(errno));
             return ExitCode::from(EXEC_FAILED_EXIT);
+        }
+        Err(Spawn::Layer(failure)) => {
+            // stderr is still the call's (or the run's output): a person reads why there.
+            if let Some(layers) = &layers {
+                let _ = writeln!(io::stderr(), "lnk-link-run: {}", layers.describe(&failure));
+            }
+            return failed(failure.errno.into());
         }
         Err(Spawn::Setup(err)) => return failed(err),
     };
@@ -202,8 +307,8 @@ fn run_set_up(
 }
 
 /// Marks every descriptor above stderr close-on-exec (read from `/proc/self/fd`; the reaper's
-/// own are already).
-fn close_on_exec_beyond_stdio() {
+/// own are already), but those in `passed`, which are the sandbox's.
+fn close_on_exec_beyond_stdio(passed: &[i32]) {
     let Ok(mut entries) = std::fs::read_dir("/proc/self/fd") else {
         return;
     };
@@ -211,7 +316,7 @@ fn close_on_exec_beyond_stdio() {
         .by_ref()
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
+        .filter(|fd| *fd > 2 && !passed.contains(fd))
         .collect();
     // The listing stays open meanwhile, so every listed descriptor is open (the reaper has one
     // thread: nothing closes one in between).

@@ -10,8 +10,9 @@ use rustix::process::{Pid, Signal, kill_process_group};
 /// On a run's own terminal (stdin is the controlling terminal the gate took), puts the
 /// sandbox's process group in the foreground, so that it may read the terminal (a background
 /// group that reads its terminal is stopped by SIGTTIN) and gets what the terminal itself
-/// signals (Ctrl-\, Ctrl-Z; Ctrl-C is passed on by the gate, [`super::signals::INTERRUPT`]),
-/// and continues it, had it read the terminal before this. A no-op for a gate whose run has
+/// signals were its signal characters typed (the supervisor passes Ctrl-C, Ctrl-\ and Ctrl-Z
+/// on to the run's programs itself, `crate::reaper::children::signal_programs`), and continues
+/// it, had it read the terminal before this. A no-op for a gate whose run has
 /// no terminal.
 pub fn foreground(sandbox: Pid) {
     let stdin = rustix::stdio::stdin();

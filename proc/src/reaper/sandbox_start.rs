@@ -7,11 +7,17 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::Pid;
 
 use super::EXEC_FAILED_EXIT;
 use super::hold::ChildHold;
+use super::layers::{FAILURE_BYTES, Failure, Layers};
+
+/// Descriptors a forked sandbox's process puts in place are first moved at this number or
+/// above, and so is its exec pipe, so that no `dup2` clobbers another.
+pub(super) const ABOVE: i32 = 10;
 
 /// Where a bare sandbox program name is looked for: the reaper's environment is empty, so it
 /// has no `PATH` of its own. (`serve` resolves the sandbox to an absolute path at start; this
@@ -43,12 +49,18 @@ pub(super) struct Sandbox {
     pub(super) pid: Pid,
     /// Close-on-exec: reads the errno of a failed exec, or the end at a successful one.
     pub(super) exec_pipe: Option<OwnedFd>,
+    /// The mount namespace of its cache layers, held open so that its end (the layers'
+    /// unmounting) comes when this process drops it, after it reported `done`, rather than in
+    /// the sandbox process's exit, which the call's answer waits for.
+    pub(super) layer_ns: Option<OwnedFd>,
 }
 
 /// Why the sandbox did not start.
 pub(super) enum Spawn {
     /// Its exec failed, with this errno: nothing ran.
     Exec(i32),
+    /// Its cache layers could not be made: nothing ran.
+    Layer(Failure),
     /// This process could not set it up.
     Setup(io::Error),
 }
@@ -88,28 +100,80 @@ pub(super) fn spawn_sandbox(program: &(CString, Vec<CString>)) -> Result<Sandbox
     Ok(Sandbox {
         pid,
         exec_pipe: None,
+        layer_ns: None,
     })
 }
 
-/// Forks the sandbox as [`spawn_sandbox`] starts it, holding its process between fork and
-/// exec (a test's hold).
+/// What a forked sandbox process does before its `exec`, beyond what [`spawn_sandbox`] does.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct BeforeExec<'a> {
+    /// A test's hold between fork and exec.
+    pub(super) hold: Option<&'a ChildHold>,
+    /// The cache layers to enter ([`super::layers`]).
+    pub(super) layers: Option<&'a Layers>,
+    /// Descriptors to put in place (`dup2(from, to)`), for a warm sandbox's stub.
+    pub(super) dups: &'a [(i32, i32)],
+}
+
+/// What the sandbox's process writes on its exec pipe when it does not `exec`: a kind, then
+/// [`FAILURE_BYTES`] bytes (a layer's [`super::layers::Failure`], or an errno in the last four).
+const EXEC_FAILED: u8 = b'e';
+const LAYER_FAILED: u8 = b'l';
+/// The size of what the exec pipe carries.
+pub(super) const EXEC_PIPE_BYTES: usize = 1 + FAILURE_BYTES;
+
+/// How the sandbox's process said it did not `exec`, read from its exec pipe.
+pub(super) fn exec_pipe_message(bytes: [u8; EXEC_PIPE_BYTES]) -> Spawn {
+    let mut rest = [0u8; FAILURE_BYTES];
+    rest.copy_from_slice(&bytes[1..]);
+    match bytes[0] {
+        LAYER_FAILED => match Failure::decode(rest) {
+            Some(failure) => Spawn::Layer(failure),
+            None => Spawn::Setup(io::Error::other(
+                "the sandbox's process said something else",
+            )),
+        },
+        _ => Spawn::Exec(i32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]])),
+    }
+}
+
+/// Forks the sandbox as [`spawn_sandbox`] starts it, doing `before` between fork and exec:
+/// the cache layers entered, descriptors put in place, a test's hold.
+///
+/// Without a hold, it returns once the exec happened or failed, as `posix_spawn` does (a
+/// failure is reaped here). With a hold, the exec is still to come: the returned exec pipe
+/// says later whether it failed.
 #[allow(unsafe_code)]
 pub(super) fn fork_sandbox(
     program: &(CString, Vec<CString>),
-    hold: &ChildHold,
+    before: BeforeExec<'_>,
 ) -> Result<Sandbox, Spawn> {
     let (path, argv) = program;
     let env: [CString; 0] = [];
-    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| Spawn::Setup(e.into()))?;
+    let setup = |e: Errno| Spawn::Setup(e.into());
+    let (read, low) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(setup)?;
+    // Above the descriptors a stub's are put at, so that no `dup2` clobbers the pipe; the copy
+    // below is closed at once (the exec pipe's end must be the child's alone).
+    let write = rustix::io::fcntl_dupfd_cloexec(&low, ABOVE).map_err(setup)?;
+    drop(low);
     // SAFETY: the reaper is single-threaded (it starts no thread, and the standard library
     // starts none), so the child is a copy of a process with no other thread that could hold a
-    // lock; it runs only the code below and ends in `execve` or `exit`.
+    // lock; it runs only the code below (system calls on memory made before the fork) and ends
+    // in `execve` or `exit`.
     match unsafe { nix::unistd::fork() }.map_err(|e| Spawn::Setup(e.into()))? {
         nix::unistd::ForkResult::Child => {
             drop(read);
-            let errno = child_exec(path, argv, &env, Some(hold));
-            let _ = rustix::io::write(&write, &errno.to_ne_bytes());
+            let said = match child_exec(path, argv, &env, before) {
+                Err(ChildFailed::Layer(failure)) => (LAYER_FAILED, failure.encode()),
+                Err(ChildFailed::Errno(errno)) => {
+                    let mut bytes = [0u8; FAILURE_BYTES];
+                    bytes[4..].copy_from_slice(&errno.to_le_bytes());
+                    (EXEC_FAILED, bytes)
+                }
+            };
+            let mut bytes = [said.0; EXEC_PIPE_BYTES];
+            bytes[1..].copy_from_slice(&said.1);
+            let _ = rustix::io::write(&write, &bytes);
             std::process::exit(i32::from(EXEC_FAILED_EXIT));
         }
         nix::unistd::ForkResult::Parent { child } => {
@@ -118,25 +182,66 @@ pub(super) fn fork_sandbox(
                 .ok_or_else(|| Spawn::Setup(io::Error::other("fork gave no pid")))?;
             // The child does the same; doing it here too closes the race with a group kill.
             let _ = rustix::process::setpgid(Some(pid), Some(pid));
-            rustix::io::ioctl_fionbio(&read, true).map_err(|e| Spawn::Setup(e.into()))?;
-            Ok(Sandbox {
-                pid,
-                exec_pipe: Some(read),
-            })
+            if before.hold.is_some() {
+                rustix::io::ioctl_fionbio(&read, true).map_err(setup)?;
+                return Ok(Sandbox {
+                    pid,
+                    exec_pipe: Some(read),
+                    layer_ns: None,
+                });
+            }
+            let mut said = [0u8; EXEC_PIPE_BYTES];
+            match super::layers::read_full(&read, &mut said) {
+                // The pipe's end: the exec happened, in the layers' namespaces if any.
+                Ok(false) => Ok(Sandbox {
+                    pid,
+                    exec_pipe: None,
+                    layer_ns: before.layers.and_then(|_| layer_namespace(pid)),
+                }),
+                Ok(true) => {
+                    let _ = nix::sys::wait::waitpid(child, None);
+                    Err(exec_pipe_message(said))
+                }
+                Err(err) => {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                    let _ = nix::sys::wait::waitpid(child, None);
+                    Err(Spawn::Setup(err))
+                }
+            }
         }
     }
 }
 
+/// The mount namespace of the process `pid`, open (`None` when it has ended already: its
+/// namespace went with it).
+pub(super) fn layer_namespace(pid: Pid) -> Option<OwnedFd> {
+    let path = format!("/proc/{}/ns/mnt", pid.as_raw_nonzero());
+    rustix::fs::open(
+        path.as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+}
+
+/// Why the forked child did not `exec`.
+enum ChildFailed {
+    Layer(Failure),
+    Errno(i32),
+}
+
 /// In the forked child: becomes the sandbox, or returns why it could not.
 #[allow(unsafe_code)]
-fn child_exec(path: &CString, argv: &[CString], env: &[CString], hold: Option<&ChildHold>) -> i32 {
+fn child_exec(
+    path: &CString,
+    argv: &[CString],
+    env: &[CString],
+    before: BeforeExec<'_>,
+) -> Result<std::convert::Infallible, ChildFailed> {
     use nix::sys::signal::{SigHandler, SigSet, Signal as NixSignal};
-    let errno = |err: nix::errno::Errno| err as i32;
-    if let Err(err) =
-        nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))
-    {
-        return errno(err);
-    }
+    let errno = |err: nix::errno::Errno| ChildFailed::Errno(err as i32);
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))
+        .map_err(errno)?;
     // Every signal at its default, as posix_spawn gives them: the standard library ignores
     // SIGPIPE, and an ignored signal stays ignored across exec. (SIGKILL and SIGSTOP refuse,
     // and are at their default anyway.)
@@ -145,18 +250,27 @@ fn child_exec(path: &CString, argv: &[CString], env: &[CString], hold: Option<&C
             continue;
         }
         // SAFETY: setting a default disposition installs no handler.
-        if let Err(err) = unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) } {
-            return errno(err);
-        }
+        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }.map_err(errno)?;
     }
-    if let Err(err) = SigSet::empty().thread_set_mask() {
-        return errno(err);
+    SigSet::empty().thread_set_mask().map_err(errno)?;
+    for &(from, to) in before.dups {
+        // SAFETY: `from` is a descriptor the caller keeps open until the fork returned, so it is
+        // open in the child; `to` is replaced, and the `OwnedFd`s standing for both are never
+        // dropped (never closed here).
+        let from = unsafe { std::os::fd::BorrowedFd::borrow_raw(from) };
+        let mut target = std::mem::ManuallyDrop::new(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(to)
+        });
+        rustix::io::dup2(from, &mut target).map_err(|e| ChildFailed::Errno(e.raw_os_error()))?;
     }
-    if let Some(hold) = hold {
+    if let Some(layers) = before.layers {
+        layers.enter().map_err(ChildFailed::Layer)?;
+    }
+    if let Some(hold) = before.hold {
         hold.hold_forever();
     }
     let Err(err) = nix::unistd::execve(path, argv, env);
-    errno(err)
+    Err(errno(err))
 }
 
 /// Puts `/dev/null` in place of this process's stdin, stdout and stderr.

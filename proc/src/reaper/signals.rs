@@ -1,4 +1,4 @@
-//! The reaper's signals: SIGCHLD, SIGTERM, SIGINT, SIGHUP and SIGUSR1, blocked and read from a signalfd,
+//! The reaper's signals: SIGCHLD, SIGTERM, SIGINT and SIGHUP, blocked and read from a signalfd,
 //! so that none is missed and none runs a handler at a bad moment.
 //!
 //! The parent blocks them already in the reaper's child, between fork and exec
@@ -14,19 +14,13 @@ use std::os::fd::{AsFd, BorrowedFd};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-/// The signals a reaper reads: a child's end, the three that ask it to stop, and
-/// [`INTERRUPT`].
-const HANDLED: [Signal; 5] = [
+/// The signals a reaper reads: a child's end, and the three that ask it to stop.
+const HANDLED: [Signal; 4] = [
     Signal::SIGCHLD,
     Signal::SIGTERM,
     Signal::SIGINT,
     Signal::SIGHUP,
-    INTERRUPT,
 ];
-
-/// What a run's supervisor sends its gate for a Ctrl-C typed on the run's terminal: the gate
-/// passes SIGINT on to the run's programs ([`Arrived::interrupt`]).
-pub const INTERRUPT: Signal = Signal::SIGUSR1;
 
 fn handled() -> SigSet {
     let mut set = SigSet::empty();
@@ -51,8 +45,6 @@ pub struct Arrived {
     pub child: bool,
     /// A stop was asked for (SIGTERM, SIGINT or SIGHUP).
     pub stop: bool,
-    /// Ctrl-C was typed on the run's terminal ([`INTERRUPT`]).
-    pub interrupt: bool,
 }
 
 /// Blocks `set` in the calling thread and opens a non-blocking, close-on-exec signalfd for
@@ -91,7 +83,6 @@ impl BlockedSignals {
         while let Ok(Some(info)) = self.fd.read_signal() {
             match i32::try_from(info.ssi_signo).ok() {
                 Some(libc_chld) if libc_chld == Signal::SIGCHLD as i32 => arrived.child = true,
-                Some(usr1) if usr1 == INTERRUPT as i32 => arrived.interrupt = true,
                 Some(_) => arrived.stop = true,
                 None => {}
             }

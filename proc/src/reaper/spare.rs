@@ -11,7 +11,8 @@
 //! - the spec is one message: its length (4 bytes, little-endian), then the reaper's options
 //!   as a command line ([`Options::to_args`]), each argument ending in a NUL byte; the call's
 //!   working folder travels with it as a descriptor (`SCM_RIGHTS`), received close-on-exec,
-//!   entered (`fchdir`) and closed before anything runs, so no path is resolved again;
+//!   entered (`fchdir`) and closed before anything runs, so no path is resolved again; a call
+//!   with a proxy (`--net`) sends the sandbox's end of its proxy channel as a second one;
 //! - with the spec whole, the spare closes the control socket and goes on exactly as a reaper
 //!   started for the call (its hold hooks, the fork of the sandbox, its whole life);
 //! - the control socket's end (EOF, `serve` dropped it or died) before the spec is whole, a
@@ -28,6 +29,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
 
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
@@ -45,6 +47,46 @@ pub const SPARE: &str = "--spare";
 /// A spare's descriptor for its control socket.
 pub const CONTROL_FD: i32 = 4;
 pub use super::MAX_SPEC;
+
+/// The sandbox a spare is told of ([`parse_args`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum SparePrefix {
+    /// `--warm <sandbox>…`: it runs that sandbox ahead of its call ([`super::warm`]).
+    Warm(Vec<OsString>),
+    /// `--cold <sandbox>…`: its call's sandbox will run that prefix, and the spare keeps the
+    /// descriptors it binds ([`super::run::passed_fds`]).
+    Cold(Vec<OsString>),
+}
+
+/// Reads a spare's arguments after [`SPARE`]: `[--cache <folder>]... [--warm|--cold
+/// <sandbox>…]`, the cache folders its warm sandbox gets a layer over, and the sandbox it is
+/// told of.
+pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<SparePrefix>), String> {
+    let mut caches = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == super::options::CACHE {
+            let folder = words
+                .next()
+                .ok_or_else(|| format!("{} needs a value", super::options::CACHE))?;
+            caches.push(PathBuf::from(folder));
+        } else if word == super::warm::WARM || word == super::run::COLD {
+            let prefix: Vec<OsString> = words.cloned().collect();
+            if prefix.is_empty() {
+                return Err(format!("{} needs a sandbox", word.to_string_lossy()));
+            }
+            let prefix = if word == super::warm::WARM {
+                SparePrefix::Warm(prefix)
+            } else {
+                SparePrefix::Cold(prefix)
+            };
+            return Ok((caches, Some(prefix)));
+        } else {
+            return Err(format!("unknown argument {}", word.to_string_lossy()));
+        }
+    }
+    Ok((caches, None))
+}
 
 /// A new control socket pair: `serve`'s end and the spare's (at descriptor 5 or above, so
 /// that placing it at [`CONTROL_FD`] in the child never clobbers stdio or the report pipe).
@@ -82,13 +124,30 @@ pub fn encode(options: &Options) -> Option<Vec<u8>> {
     Some(spec)
 }
 
-/// `serve`'s side: sends `spec` ([`encode`]) with the working folder `cwd` on the control
-/// socket, whole, or fails (the spare is gone: `EPIPE`, never SIGPIPE).
-pub fn send(control: BorrowedFd<'_>, spec: &[u8], cwd: BorrowedFd<'_>) -> io::Result<()> {
-    let fds = [cwd];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+/// `serve`'s side: sends `spec` ([`encode`]) with the working folder `cwd` (and `net`, the
+/// sandbox's end of the call's proxy channel, for a call with one) on the control socket,
+/// whole, or fails (the spare is gone: `EPIPE`, never SIGPIPE).
+pub fn send(
+    control: BorrowedFd<'_>,
+    spec: &[u8],
+    cwd: BorrowedFd<'_>,
+    net: Option<BorrowedFd<'_>>,
+) -> io::Result<()> {
+    let both;
+    let one;
+    let fds: &[BorrowedFd<'_>] = match net {
+        Some(net) => {
+            both = [cwd, net];
+            &both
+        }
+        None => {
+            one = [cwd];
+            &one
+        }
+    };
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+    if !ancillary.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other(
             "no room for the working folder's descriptor",
         ));
@@ -128,6 +187,8 @@ pub struct Call {
     pub options: Options,
     /// Its working folder, when one came (close-on-exec).
     pub cwd: Option<OwnedFd>,
+    /// The sandbox's end of its proxy channel, when one came after the folder.
+    pub net: Option<OwnedFd>,
 }
 
 impl Control {
@@ -179,7 +240,7 @@ impl Control {
     /// Reads the spec whole (the socket is blocking; `serve` writes it at once).
     pub(super) fn receive(&self) -> io::Result<Option<Call>> {
         let mut header = [0u8; 4];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut ancillary = RecvAncillaryBuffer::new(&mut space);
         let got = loop {
             match rustix::net::recvmsg(
@@ -192,15 +253,16 @@ impl Control {
                 other => break other?.bytes,
             }
         };
-        let mut cwd = None;
+        let mut received = Vec::new();
         for message in ancillary.drain() {
             if let RecvAncillaryMessage::ScmRights(fds) = message {
-                // One descriptor is sent; any more are closed here, as they are dropped.
-                for fd in fds {
-                    cwd.get_or_insert(fd);
-                }
+                received.extend(fds);
             }
         }
+        // The folder, then the proxy channel; anything more is closed here, as it is dropped.
+        let mut received = received.into_iter();
+        let cwd = received.next();
+        let net = received.next();
         if got == 0 || !self.read_exact(&mut header[got..])? {
             return Ok(None);
         }
@@ -219,7 +281,7 @@ impl Control {
             .split(|b| *b == 0)
             .map(|a| OsString::from_vec(a.to_vec()));
         match Options::parse(args) {
-            Ok(options) => Ok(Some(Call { options, cwd })),
+            Ok(options) => Ok(Some(Call { options, cwd, net })),
             Err(_) => Ok(None),
         }
     }
@@ -264,6 +326,43 @@ mod tests {
     }
 
     #[test]
+    fn a_spare_reads_its_caches_then_its_warm_sandbox() {
+        let words = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(parse_args(&[]), Ok((vec![], None)));
+        assert_eq!(
+            parse_args(&words(&[
+                "--cache", "/a", "--cache", "/b", "--warm", "bwrap", "--x"
+            ])),
+            Ok((
+                vec![PathBuf::from("/a"), PathBuf::from("/b")],
+                Some(SparePrefix::Warm(words(&["bwrap", "--x"])))
+            ))
+        );
+        assert_eq!(
+            parse_args(&words(&[
+                "--cold",
+                "bwrap",
+                "--ro-bind-fd",
+                "100",
+                "/w/.git"
+            ])),
+            Ok((
+                vec![],
+                Some(SparePrefix::Cold(words(&[
+                    "bwrap",
+                    "--ro-bind-fd",
+                    "100",
+                    "/w/.git"
+                ])))
+            ))
+        );
+        assert!(parse_args(&words(&["--cache"])).is_err());
+        assert!(parse_args(&words(&["--warm"])).is_err());
+        assert!(parse_args(&words(&["--cold"])).is_err());
+        assert!(parse_args(&words(&["--what"])).is_err());
+    }
+
+    #[test]
     fn a_spec_is_its_length_then_its_arguments() {
         let spec = encode(&options()).unwrap();
         let len = u32::from_le_bytes(spec[..4].try_into().unwrap()) as usize;
@@ -289,15 +388,44 @@ mod tests {
         let control = Control { fd: theirs };
         let folder = std::fs::File::open("/").unwrap();
         let spec = encode(&options()).unwrap();
-        send(ours.as_fd(), &spec, folder.as_fd()).unwrap();
+        send(ours.as_fd(), &spec, folder.as_fd(), None).unwrap();
         let call = control.receive().unwrap().unwrap();
         assert_eq!(call.options, options());
+        assert!(call.net.is_none());
         let cwd = call.cwd.unwrap();
         let flags = rustix::io::fcntl_getfd(&cwd).unwrap();
         assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
         let stat = rustix::fs::fstat(&cwd).unwrap();
         let root = rustix::fs::stat("/").unwrap();
         assert_eq!((stat.st_dev, stat.st_ino), (root.st_dev, root.st_ino));
+    }
+
+    /// A call with a proxy brings its channel after its folder.
+    #[test]
+    fn the_proxy_channel_arrives_after_the_folder() {
+        let (ours, theirs) = pair().unwrap();
+        let control = Control { fd: theirs };
+        let folder = std::fs::File::open("/").unwrap();
+        let (_net_ours, net_theirs) = crate::net::channel::pair().unwrap();
+        let mut options = options();
+        options.net = true;
+        let spec = encode(&options).unwrap();
+        send(
+            ours.as_fd(),
+            &spec,
+            folder.as_fd(),
+            Some(net_theirs.as_fd()),
+        )
+        .unwrap();
+        let call = control.receive().unwrap().unwrap();
+        assert!(call.options.net);
+        let net = call.net.unwrap();
+        let kind = rustix::fs::fstat(&net).unwrap();
+        assert_eq!(
+            rustix::fs::FileType::from_raw_mode(kind.st_mode),
+            rustix::fs::FileType::Socket
+        );
+        assert!(call.cwd.is_some());
     }
 
     /// A spec cut short by the end of the socket is no call.

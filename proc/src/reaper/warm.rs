@@ -34,17 +34,21 @@
 //! the spare an ordinary one. At the spare's end (its socket ends, a stop, its parent's death)
 //! the warm sandbox is killed with everything it started; and should the spare itself be
 //! killed, the stub's channel ends and the stub exits, having run nothing.
+//!
+//! A call with a proxy (`--net-allow`) always runs under the stub, which hands the proxy its
+//! listener just before its `exec` ([`crate::net::channel`]): warm, the channel goes to the
+//! stub with the spec; cold, the sandbox is started with the stub in it at once and handed the
+//! call as soon as its stub is ready ([`cold_stub`]), in the folder it started in, as a cold
+//! start's program is.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, poll};
-use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use rustix::net::RecvFlags;
 use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
 
 pub use super::warm_wire::{
@@ -52,10 +56,12 @@ pub use super::warm_wire::{
 };
 
 use super::children;
+use super::layers::Layers;
 use super::options::Options;
 use super::report::{Event, Reporter};
 use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
+use super::warm_sandbox::{Waiting, after_prefix, spawn};
 
 /// The spare's argument that gives it a warm sandbox: `reap --spare --warm <sandbox>…`.
 pub const WARM: &str = "--warm";
@@ -67,32 +73,26 @@ pub const TRIES: u32 = 2;
 /// reaper to report its sandbox's start (a second past the call's deadline), so that a call of
 /// any timeout hears it.
 pub const HAND_OFF_LIMIT: Duration = Duration::from_millis(500);
-/// Descriptors handed to the sandbox are first put at this number or above, so that placing
-/// them at 3 and 4 never clobbers one another.
-const ABOVE: i32 = 10;
+/// How long a sandbox started for its call may take until its stub is ready ([`cold_stub`]):
+/// as long as a cold start may take (a sandbox slow to start is the machine's, not a fault).
+pub const STUB_READY_LIMIT: Duration = Duration::from_secs(30);
 
 /// A spare's warm sandbox, while it has one.
 #[derive(Debug)]
 pub struct Warm {
     prefix: Vec<OsString>,
+    /// The cache layers each warm sandbox gets (one per sandbox: a stub replaced gets new ones).
+    layers: Option<Layers>,
     sandbox: Option<Waiting>,
     failures: u32,
-}
-
-/// A warm sandbox started: its process (the leader of its group), and the reaper's end of the
-/// stub's channel.
-#[derive(Debug)]
-struct Waiting {
-    pid: Pid,
-    channel: OwnedFd,
-    ready: bool,
 }
 
 /// How a call was handed.
 #[derive(Debug)]
 pub enum Handed {
-    /// The stub `exec`ed the program: the sandbox, this pid, runs the call.
-    Warm(Pid),
+    /// The stub `exec`ed the program: the sandbox, this pid, runs the call (with the mount
+    /// namespace of its cache layers, held open, if it has them).
+    Warm(Pid, Option<OwnedFd>),
     /// The warm sandbox is gone (or never was): start the call cold.
     Cold,
     /// The warm sandbox could not run the call, and the call asked for it alone
@@ -102,11 +102,14 @@ pub enum Handed {
     /// ([`Event::FolderRefused`], [`Event::StubStuck`]) is the call's answer. The warm sandbox
     /// is gone.
     NotRun(Event),
+    /// A stop came while the sandbox started for the call was getting ready: it was killed,
+    /// and nothing ran.
+    Stopped,
 }
 
 /// Why a stub did not take the call it was handed.
 #[derive(Debug)]
-enum NotTaken {
+pub(super) enum NotTaken {
     /// It said so: it could not run the call (a cold start may).
     Failed(io::Error),
     /// It refused the working folder ([`Event::FolderRefused`]), or said nothing within
@@ -116,7 +119,7 @@ enum NotTaken {
 
 impl NotTaken {
     /// What a call that asked for the warm sandbox alone is told.
-    fn into_error(self) -> io::Error {
+    pub(super) fn into_error(self) -> io::Error {
         match self {
             NotTaken::Failed(err) => err,
             NotTaken::NotRun(Event::FolderRefused(errno)) => io::Error::from_raw_os_error(errno),
@@ -128,10 +131,12 @@ impl NotTaken {
 }
 
 impl Warm {
-    /// A spare's warm side for `prefix` (the sandbox and its options, without `--`).
-    pub fn new(prefix: Vec<OsString>) -> Self {
+    /// A spare's warm side for `prefix` (the sandbox and its options, without `--`), its
+    /// sandboxes started with `layers` over the cache folders, if any.
+    pub fn new(prefix: Vec<OsString>, layers: Option<Layers>) -> Self {
         Warm {
             prefix,
+            layers,
             sandbox: None,
             failures: 0,
         }
@@ -148,7 +153,7 @@ impl Warm {
         let mut told = false;
         loop {
             if self.sandbox.is_none() && self.failures < TRIES {
-                match spawn(&self.prefix) {
+                match spawn(&self.prefix, self.layers.as_ref()) {
                     Ok(waiting) => self.sandbox = Some(waiting),
                     Err(_) => self.failures = TRIES,
                 }
@@ -189,9 +194,15 @@ impl Warm {
         }
     }
 
-    /// Hands the call of `options` to the warm sandbox, when it can take it. A signal that
-    /// arrives meanwhile (read later by the reaper) ends the wait for the stub's `exec`.
-    pub fn hand(&mut self, options: &Options, signals: &BlockedSignals) -> Handed {
+    /// Hands the call of `options` to the warm sandbox, when it can take it, with `net`, the
+    /// sandbox's end of the call's proxy channel, if it has one. A signal that arrives
+    /// meanwhile (read later by the reaper) ends the wait for the stub's `exec`.
+    pub fn hand(
+        &mut self,
+        options: &Options,
+        signals: &BlockedSignals,
+        net: Option<BorrowedFd<'_>>,
+    ) -> Handed {
         let cold = |warm: &mut Warm, why: &str| {
             warm.discard();
             if options.warm_only {
@@ -209,10 +220,38 @@ impl Warm {
         let Some(argv) = after_prefix(&self.prefix, &options.argv) else {
             return cold(self, "the call's sandbox is another");
         };
+        let layered = self
+            .layers
+            .as_ref()
+            .map(Layers::folders)
+            .unwrap_or_default();
+        if layered != options.caches.as_slice() {
+            return cold(self, "the call's cache folders are others");
+        }
         let spec = StubSpec {
-            place,
+            place: Some(place),
             null_stdin: options.null_stdin,
+            net: net.is_some(),
             argv: argv.to_vec(),
+        };
+        self.hand_stub(&spec, options.warm_only, signals, net)
+    }
+
+    /// Hands `spec` to the stub, when it is ready; a failure is the call's when `warm_only`.
+    fn hand_stub(
+        &mut self,
+        spec: &StubSpec,
+        warm_only: bool,
+        signals: &BlockedSignals,
+        net: Option<BorrowedFd<'_>>,
+    ) -> Handed {
+        let cold = |warm: &mut Warm, why: &str| {
+            warm.discard();
+            if warm_only {
+                Handed::Failed(io::Error::other(format!("no warm sandbox: {why}")))
+            } else {
+                Handed::Cold
+            }
         };
         let Some(spec) = spec.encode() else {
             return cold(self, "the call is too large for the stub");
@@ -220,16 +259,82 @@ impl Warm {
         let Some(waiting) = self.sandbox.take_if(|waiting| waiting.ready) else {
             return cold(self, "the stub is not ready");
         };
-        let not_taken = match waiting.hand(&spec, signals.fd()) {
-            Ok(()) => return Handed::Warm(waiting.pid),
+        let not_taken = match waiting.hand(&spec, signals.fd(), net) {
+            Ok(()) => return Handed::Warm(waiting.pid, waiting.layer_ns),
             Err(not_taken) => not_taken,
         };
         self.sandbox = Some(waiting);
         self.discard();
         match not_taken {
-            not_taken if options.warm_only => Handed::Failed(not_taken.into_error()),
+            not_taken if warm_only => Handed::Failed(not_taken.into_error()),
             NotTaken::Failed(_) => Handed::Cold,
             NotTaken::NotRun(event) => Handed::NotRun(event),
+        }
+    }
+
+    /// Starts the sandbox now and waits until its stub is ready ([`cold_stub`]).
+    fn start_now(&mut self, signals: &BlockedSignals) -> Started {
+        match spawn(&self.prefix, self.layers.as_ref()) {
+            Ok(waiting) => self.sandbox = Some(waiting),
+            Err(err) => return Started::Failed(err),
+        }
+        let limit = Instant::now() + STUB_READY_LIMIT;
+        loop {
+            let Some(waiting) = &self.sandbox else {
+                return Started::Failed(io::Error::other("the sandbox is gone"));
+            };
+            let signal_fd = signals.fd();
+            let mut fds = [
+                PollFd::new(&waiting.channel, PollFlags::IN),
+                PollFd::new(&signal_fd, PollFlags::IN),
+            ];
+            match crate::poll::poll_until(&mut fds, Some(limit)) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(err) => return Started::Failed(err.into()),
+            }
+            let heard = !fds[0].revents().is_empty();
+            let signalled = !fds[1].revents().is_empty();
+            if heard {
+                let mut byte = [0u8; 1];
+                match rustix::net::recv(&waiting.channel, &mut byte, RecvFlags::DONTWAIT) {
+                    Ok((1, _)) if byte[0] == READY => {
+                        if let Some(waiting) = &mut self.sandbox {
+                            waiting.ready = true;
+                        }
+                        return Started::Ready;
+                    }
+                    Err(Errno::AGAIN | Errno::INTR) => {}
+                    // The stub ended before it was ready: the sandbox could not run it.
+                    _ => return self.ended_unready(),
+                }
+            }
+            if signalled {
+                let arrived = signals.take();
+                if arrived.stop {
+                    self.discard();
+                    return Started::Stopped;
+                }
+                let ended = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+                if matches!(waitid(WaitId::Pid(waiting.pid), ended), Ok(Some(_))) {
+                    return self.ended_unready();
+                }
+            }
+            if Instant::now() >= limit {
+                self.discard();
+                return Started::Failed(io::Error::other(format!(
+                    "the sandbox's stub was not ready within {STUB_READY_LIMIT:?}"
+                )));
+            }
+        }
+    }
+
+    /// The sandbox, started for its call, ended (or its stub did) before the stub was ready:
+    /// its process, unreaped, is the call's sandbox, whose end (and what it wrote on stderr)
+    /// is the call's answer, as a cold start's would be.
+    fn ended_unready(&mut self) -> Started {
+        match self.sandbox.take() {
+            Some(waiting) => Started::Ended(waiting.pid, waiting.layer_ns),
+            None => Started::Failed(io::Error::other("the sandbox is gone")),
         }
     }
 
@@ -287,158 +392,51 @@ impl Drop for Warm {
     }
 }
 
-impl Waiting {
-    /// Sends the spec and waits for the stub's `exec` (its channel's end) or its failure, for
-    /// at most [`HAND_OFF_LIMIT`]. A pending signal with nothing from the stub ends the wait as
-    /// an `exec`: a stop must not wait, and a sandbox that ended before its stub could answer
-    /// is seen as ended.
-    fn hand(&self, spec: &[u8], signal_fd: BorrowedFd<'_>) -> Result<(), NotTaken> {
-        let failed = |err: Errno| NotTaken::Failed(err.into());
-        // The sandbox's own processes (its group) may have been stopped while they waited, by
-        // a program that could see them (no PID namespace): a stopped sandbox would hold the
-        // call past its program's end. (The stub, in a session of its own under some
-        // sandboxes, has the hand-off's limit.)
-        let _ = rustix::process::kill_process_group(self.pid, rustix::process::Signal::CONT);
-        let mut sent = 0;
-        while sent < spec.len() {
-            match rustix::net::send(&self.channel, &spec[sent..], SendFlags::NOSIGNAL) {
-                Ok(0) => return Err(failed(Errno::PIPE)),
-                Ok(n) => sent += n,
-                Err(Errno::INTR) => {}
-                Err(err) => return Err(failed(err)),
-            }
-        }
-        let limit = Instant::now() + HAND_OFF_LIMIT;
-        let mut said = [0u8; 5];
-        let mut got = 0;
-        loop {
-            if Instant::now() >= limit {
-                return Err(NotTaken::NotRun(Event::StubStuck));
-            }
-            let mut fds = [
-                PollFd::new(&self.channel, PollFlags::IN),
-                PollFd::new(&signal_fd, PollFlags::IN),
-            ];
-            match crate::poll::poll_until(&mut fds, Some(limit)) {
-                Ok(_) | Err(Errno::INTR) => {}
-                Err(err) => return Err(failed(err)),
-            }
-            let heard = !fds[0].revents().is_empty();
-            let signalled = !fds[1].revents().is_empty();
-            if !heard {
-                if signalled {
-                    return Ok(());
-                }
-                continue;
-            }
-            match rustix::io::read(&self.channel, &mut said[got..]) {
-                // The end: the exec happened (or the stub died, which the reaper sees as the
-                // sandbox's own end).
-                Ok(0) if got == 0 => return Ok(()),
-                Ok(0) => {
-                    let cut = io::Error::other("the stub's answer was cut short");
-                    return Err(NotTaken::Failed(cut));
-                }
-                Ok(n) => got += n,
-                Err(Errno::INTR) => continue,
-                Err(err) => return Err(failed(err)),
-            }
-            if said[0] != FAILED && said[0] != FOLDER_REFUSED {
-                let other = io::Error::other("the stub said something else");
-                return Err(NotTaken::Failed(other));
-            }
-            if got == said.len() {
-                let errno = i32::from_ne_bytes([said[1], said[2], said[3], said[4]]);
-                return Err(match said[0] {
-                    FOLDER_REFUSED => NotTaken::NotRun(Event::FolderRefused(errno)),
-                    _ => NotTaken::Failed(io::Error::from_raw_os_error(errno)),
-                });
-            }
-        }
-    }
+/// How a sandbox started for its call got on ([`Warm::start_now`]).
+enum Started {
+    /// Its stub is ready for the call.
+    Ready,
+    /// It ended first: this process, unreaped (and the mount namespace of its cache layers).
+    Ended(Pid, Option<OwnedFd>),
+    /// A stop came first; it was killed.
+    Stopped,
+    /// It could not be started.
+    Failed(io::Error),
 }
 
-/// The words after `prefix` and its `--` in `argv`, when `argv` starts so.
-fn after_prefix<'a>(prefix: &[OsString], argv: &'a [OsString]) -> Option<&'a [OsString]> {
-    let rest = argv.strip_prefix(prefix)?;
-    let (dashes, program) = rest.split_first()?;
-    (dashes == "--" && !program.is_empty()).then_some(program)
-}
-
-/// Starts a warm sandbox: `<prefix> -- /proc/self/fd/3 warm-stub`, as a cold call's sandbox
-/// starts, with this executable at fd 3 and the stub's channel at fd 4.
-fn spawn(prefix: &[OsString]) -> io::Result<Waiting> {
-    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
-    use nix::sys::signal::SigSet;
-    let Some(program) = prefix.first().filter(|p| p.as_bytes().starts_with(b"/")) else {
-        return Err(io::Error::other("the sandbox is not an absolute path"));
+/// A cold start of a call that runs under the stub (a call with a proxy): its sandbox,
+/// `options.argv`'s first `words` words, started now with the stub in it, and handed the call
+/// once its stub is ready, with `net`, the sandbox's end of the call's proxy channel, and with
+/// `layers` over the cache folders, if any. The stub stays in the folder the sandbox started in
+/// (the call's), with the stdin the sandbox got.
+pub fn cold_stub(
+    options: &Options,
+    words: usize,
+    signals: &BlockedSignals,
+    net: Option<BorrowedFd<'_>>,
+    layers: Option<Layers>,
+) -> Handed {
+    let Some(prefix) = options.argv.get(..words) else {
+        return Handed::Failed(io::Error::other(
+            "the call has fewer words than its sandbox",
+        ));
     };
-    let c = |arg: &[u8]| CString::new(arg).map_err(|_| io::Error::from(Errno::INVAL));
-    let path = c(program.as_bytes())?;
-    let mut argv = prefix
-        .iter()
-        .map(|a| c(a.as_bytes()))
-        .collect::<io::Result<Vec<_>>>()?;
-    argv.push(c(b"--")?);
-    argv.push(c(format!("/proc/self/fd/{STUB_EXE_FD}").as_bytes())?);
-    argv.push(c(STUB.as_bytes())?);
-
-    let exe = rustix::fs::open(
-        "/proc/self/exe",
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let exe = rustix::io::fcntl_dupfd_cloexec(&exe, ABOVE)?;
-    let (channel, theirs) = rustix::net::socketpair(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
-    let theirs = rustix::io::fcntl_dupfd_cloexec(&theirs, ABOVE)?;
-
-    let env: [CString; 0] = [];
-    let mut attr = PosixSpawnAttr::init()?;
-    attr.set_sigmask(&SigSet::empty())?;
-    attr.set_sigdefault(&SigSet::all())?;
-    attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
-    attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
-            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
-            | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
-    )?;
-    let mut actions = PosixSpawnFileActions::init()?;
-    // dup2 leaves the copies open across the exec; the sources are close-on-exec.
-    actions.add_dup2(rustix::fd::AsRawFd::as_raw_fd(&exe), STUB_EXE_FD)?;
-    actions.add_dup2(rustix::fd::AsRawFd::as_raw_fd(&theirs), STUB_CHANNEL_FD)?;
-    let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
-    drop((exe, theirs));
-    let pid = Pid::from_raw(child.as_raw()).ok_or_else(|| io::Error::other("no pid"))?;
-    Ok(Waiting {
-        pid,
-        channel,
-        ready: false,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_call_matches_only_its_own_prefix() {
-        let prefix: Vec<OsString> = vec!["/usr/bin/bwrap".into(), "--unshare-all".into()];
-        let argv = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
-        let call = argv(&["/usr/bin/bwrap", "--unshare-all", "--", "/bin/echo", "hi"]);
-        assert_eq!(
-            after_prefix(&prefix, &call),
-            Some(&argv(&["/bin/echo", "hi"])[..])
-        );
-        let other = argv(&["/usr/bin/bwrap", "--", "/bin/echo"]);
-        assert_eq!(after_prefix(&prefix, &other), None);
-        let longer = argv(&["/usr/bin/bwrap", "--unshare-all", "--x", "--", "/bin/echo"]);
-        assert_eq!(after_prefix(&prefix, &longer), None);
-        let nothing = argv(&["/usr/bin/bwrap", "--unshare-all", "--"]);
-        assert_eq!(after_prefix(&prefix, &nothing), None);
+    let Some(argv) = after_prefix(prefix, &options.argv) else {
+        return Handed::Failed(io::Error::other(
+            "the call's command line does not start with its sandbox and `--`",
+        ));
+    };
+    let spec = StubSpec {
+        place: None,
+        null_stdin: false,
+        net: net.is_some(),
+        argv: argv.to_vec(),
+    };
+    let mut warm = Warm::new(prefix.to_vec(), layers);
+    match warm.start_now(signals) {
+        Started::Ready => warm.hand_stub(&spec, true, signals, net),
+        Started::Ended(pid, layer_ns) => Handed::Warm(pid, layer_ns),
+        Started::Stopped => Handed::Stopped,
+        Started::Failed(err) => Handed::Failed(err),
     }
 }

@@ -3,10 +3,14 @@
 //!
 //! - the stub, set up and waiting, writes [`READY`];
 //! - the reaper writes the call's [`StubSpec`]: its length (4 bytes, little-endian), then its
-//!   fields, each ending in a NUL byte: the files folder, the working folder relative to it,
-//!   the files folder's device and inode (decimal), `1` or `0` for an empty stdin, then the
-//!   program's path and arguments (with `/usr/bin/env NAME=VALUE…` first when `--var`s are
-//!   given: the words after the sandbox's `--` on a cold call's command line);
+//!   fields, each ending in a NUL byte: the files folder (empty for a sandbox started for its
+//!   call, whose stub stays in the folder it started in), the working folder relative to it,
+//!   the files folder's device and inode (decimal), `1` or `0` for an empty stdin, `1` or `0`
+//!   for a call with a proxy, then the program's path and arguments (with `/usr/bin/env
+//!   NAME=VALUE…` first when `--var`s are given: the words after the sandbox's `--` on a cold
+//!   call's command line). A call with a proxy sends the sandbox's end of its channel with the
+//!   spec's first bytes (`SCM_RIGHTS`): the stub hands its listener out over it
+//!   ([`crate::net::channel`]) just before its `exec`;
 //! - the stub `exec`s the program: the socket is close-on-exec, so its end (EOF) says the exec
 //!   happened. Or it writes [`FAILED`] (or [`FOLDER_REFUSED`], when the working folder is what
 //!   it refused) and an errno (4 bytes, native order) and exits, having run nothing.
@@ -77,10 +81,12 @@ impl Place {
 /// A call as the stub gets it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StubSpec {
-    /// Where it runs.
-    pub place: Place,
+    /// Where it runs; `None` where the sandbox was started for the call, in its folder.
+    pub place: Option<Place>,
     /// Whether stdin is empty (`/dev/null`) rather than the call's input pipe.
     pub null_stdin: bool,
+    /// Whether the call has a proxy, whose channel came with the spec.
+    pub net: bool,
     /// The program's path and arguments (never empty).
     pub argv: Vec<OsString>,
 }
@@ -93,11 +99,14 @@ impl StubSpec {
             body.extend_from_slice(bytes);
             body.push(0);
         };
-        field(self.place.files.as_os_str().as_bytes());
-        field(self.place.dir.as_os_str().as_bytes());
-        field(self.place.id.0.to_string().as_bytes());
-        field(self.place.id.1.to_string().as_bytes());
+        let none = Place::default();
+        let place = self.place.as_ref().unwrap_or(&none);
+        field(place.files.as_os_str().as_bytes());
+        field(place.dir.as_os_str().as_bytes());
+        field(place.id.0.to_string().as_bytes());
+        field(place.id.1.to_string().as_bytes());
         field(if self.null_stdin { b"1" } else { b"0" });
+        field(if self.net { b"1" } else { b"0" });
         for arg in &self.argv {
             field(arg.as_bytes());
         }
@@ -120,22 +129,26 @@ impl StubSpec {
         let number = |field: OsString| field.to_str()?.parse::<u64>().ok();
         let dev = number(next()?)?;
         let ino = number(next()?)?;
-        let null_stdin = match next()?.as_bytes() {
-            b"1" => true,
-            b"0" => false,
-            _ => return None,
+        let flag = |field: OsString| match field.as_bytes() {
+            b"1" => Some(true),
+            b"0" => Some(false),
+            _ => None,
         };
+        let null_stdin = flag(next()?)?;
+        let net = flag(next()?)?;
         let argv: Vec<OsString> = std::iter::from_fn(next).collect();
         if argv.first().is_none_or(|program| program.is_empty()) {
             return None;
         }
+        let place = (!files.as_os_str().is_empty()).then_some(Place {
+            files,
+            dir,
+            id: (dev, ino),
+        });
         Some(StubSpec {
-            place: Place {
-                files,
-                dir,
-                id: (dev, ino),
-            },
+            place,
             null_stdin,
+            net,
             argv,
         })
     }
@@ -149,28 +162,35 @@ mod tests {
 
     #[test]
     fn a_spec_reads_back_whole() {
-        let spec = StubSpec {
-            place: Place {
+        let mut spec = StubSpec {
+            place: Some(Place {
                 files: "/w/files".into(),
                 dir: "".into(),
                 id: (2049, 77),
-            },
+            }),
             null_stdin: true,
+            net: false,
             argv: vec!["/usr/bin/env".into(), "A=b c".into(), "/bin/echo".into()],
         };
         let bytes = spec.encode().unwrap();
         let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
         assert_eq!(len, bytes.len() - 4);
         assert_eq!(StubSpec::decode(&bytes[4..]).unwrap(), spec);
+        spec.place = None;
+        spec.net = true;
+        let bytes = spec.encode().unwrap();
+        assert_eq!(StubSpec::decode(&bytes[4..]).unwrap(), spec);
     }
 
     #[test]
     fn a_spec_without_a_program_is_no_spec() {
-        // Files, dir, device, inode, stdin: and no program.
-        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x00").is_none());
+        // Files, dir, device, inode, stdin, net: and no program.
+        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x000\x00").is_none());
         // A device that is no number.
-        assert!(StubSpec::decode(b"/f\x00\x00x\x002\x001\x00/bin/true\x00").is_none());
-        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x00/bin/true\x00").is_some());
+        assert!(StubSpec::decode(b"/f\x00\x00x\x002\x001\x000\x00/bin/true\x00").is_none());
+        // A net flag that is no flag.
+        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x00y\x00/bin/true\x00").is_none());
+        assert!(StubSpec::decode(b"/f\x00\x001\x002\x001\x000\x00/bin/true\x00").is_some());
         assert!(StubSpec::decode(b"").is_none());
     }
 

@@ -45,3 +45,12 @@ pub fn count(arguments: &Map<String, Value>, key: &str) -> Result<Option<u64>, A
             .ok_or_else(|| Answer::refusal(format!("`{key}` must be a non-negative integer"))),
     }
 }
+
+/// An optional boolean argument (false when absent).
+pub fn flag(arguments: &Map<String, Value>, key: &str) -> Result<bool, Answer> {
+    match arguments.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(value)) => Ok(*value),
+        Some(_) => Err(Answer::refusal(format!("`{key}` must be true or false"))),
+    }
+}

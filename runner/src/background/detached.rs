@@ -33,6 +33,9 @@ pub struct Stdio {
     pub stderr: Option<OwnedFd>,
     /// Its fd 3, if any (a run's input).
     pub input: Option<OwnedFd>,
+    /// Descriptors the run's sandbox line names, at their numbers
+    /// ([`crate::sandbox_line::pass`]): the supervisor holds them, and its gate hands them on.
+    pub passed: crate::sandbox_line::pass::Passed,
 }
 
 /// Starts `program args… --detached`, detached as the module says, with `stdio`, in this
@@ -88,8 +91,10 @@ pub fn spawn(program: &Path, args: &[&OsStr], stdio: Stdio, what: &str) -> std::
     if let Some(fd) = &input {
         actions.add_dup2(fd.as_raw_fd(), 3)?;
     }
+    let staged = stdio.passed.stage()?;
+    staged.add_to(&mut actions)?;
     let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
-    drop(input);
+    drop((input, staged));
     drop((stdio, null));
     reap_soon(child.as_raw(), what.to_owned());
     Ok(())

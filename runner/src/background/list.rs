@@ -309,26 +309,42 @@ fn line(run: &RunSummary) -> String {
         .map(|note| format!(" ({note})"))
         .unwrap_or_default();
     format!(
-        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{unwritten}{}",
+        "{} {}{exit}: {command} in {} — started {}{ended}; {} bytes of output{unwritten}{}{}",
         run.id,
         run.state.as_str(),
         lnk_common::summary::cut(&run.dir, DIR_IN_LINE),
         run.started_at,
         run.output_bytes,
-        if run.told { ", told" } else { "" }
+        if run.told { ", told" } else { "" },
+        run.network
+            .as_ref()
+            .map(crate::net::render::in_a_line)
+            .unwrap_or_default()
     )
 }
 
 /// A run as `list` shows it; a running run's output size is the live one (dropped bytes plus
 /// the output file's length), when its file is the record's.
 pub fn live_summary(record: &Record) -> RunSummary {
-    let mut summary = record.summary().shortened();
+    let mut summary = shown_summary(record);
     if record.status.is_running()
         && let Some(len) = live_length(record)
     {
         summary.output_bytes = summary
             .output_bytes
             .max(record.output.dropped_bytes.saturating_add(len));
+    }
+    summary
+}
+
+/// A run as it is shown to the host: shortened, and its program, arguments and folder (as the
+/// agent gave them) escaped ([`crate::escaping::one_line`]).
+pub fn shown_summary(record: &Record) -> RunSummary {
+    let mut summary = record.summary().shortened();
+    summary.program = crate::escaping::one_line(&summary.program);
+    summary.dir = crate::escaping::one_line(&summary.dir);
+    for arg in &mut summary.args {
+        *arg = crate::escaping::one_line(arg);
     }
     summary
 }

@@ -21,10 +21,7 @@ pub fn read_bytes(
 ) -> Result<Bytes, Answer> {
     read_at_offsets(state, id, offset, limit).map_err(|err| {
         Answer::refusal(match err {
-            ReadError::Record(e) if e.is_not_found() => {
-                format!("there is no run {id}; `list` shows the runs")
-            }
-            ReadError::Record(e) => format!("run {id} cannot be read: {}", Causes(&e)),
+            ReadError::Record(e) => return record_refusal(id, &e),
             ReadError::FilesFolder(e) => {
                 format!("the files folder cannot be opened: {}", Causes(&e))
             }
@@ -39,5 +36,14 @@ pub fn read_bytes(
                 format!("run {id}'s output file keeps changing under the reader; try again")
             }
         })
+    })
+}
+
+/// The refusal for run `id` whose record cannot be loaded.
+pub fn record_refusal(id: &RunId, err: &lnk_common::Error) -> Answer {
+    Answer::refusal(if err.is_not_found() {
+        format!("there is no run {id}; `list` shows the runs")
+    } else {
+        format!("run {id} cannot be read: {}", Causes(err))
     })
 }

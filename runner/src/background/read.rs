@@ -1,26 +1,28 @@
 //! `read`: a run's output at offsets that count every byte it wrote, dropped ones included
-//! ([`super::output`]), and — with `wait_ms` — a read that waits for output, for a text
-//! (`until`) or for the run's end, asleep until then ([`super::wait`]).
+//! ([`super::output`]), shown escaped ([`crate::escaping`]) or, with `raw`, as the bytes
+//! themselves (base64); with `wait_ms`, a read that waits for output, for a text (`until`) or
+//! for the run's end ([`super::read_wait`]); with `grep`, the lines that match
+//! ([`super::grep`]).
 
-use std::time::{Duration, Instant};
-
+use base64::Engine;
 use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use serde_json::{Map, Value, json};
 
-use super::args::{count, only, run_id};
+use super::args::{count, flag, only, run_id};
+use super::lines::Matcher;
 use super::output::{Bytes, read_bytes};
-use super::wait::{Slept, Waker};
+use super::read_wait::{Wait, Waited, wait_for};
 use crate::answer::ToolAnswer as Answer;
 use crate::call::CallControl;
 use crate::config::{Background, Config};
 use crate::protocol::Era;
 
-/// The longest `until` text.
-pub const UNTIL_BYTES: usize = 1024;
-/// How many bytes a waiting read searches at a time for its `until` text.
-const SEARCH_CHUNK: u64 = 256 * 1024;
+pub use super::read_wait::UNTIL_BYTES;
+
+/// The arguments `read` takes.
+const ARGUMENTS: [&str; 7] = ["id", "offset", "limit", "wait_ms", "until", "raw", "grep"];
 
 /// The `read` tool. `None` when the call was cancelled while it waited: nothing is answered.
 pub fn read(
@@ -36,57 +38,6 @@ pub fn read(
     }
 }
 
-/// What a waiting read asked for.
-struct Wait {
-    /// How long it may wait.
-    ms: u64,
-    /// The text to wait for, as bytes.
-    until: Option<Vec<u8>>,
-}
-
-/// What a waiting read found.
-struct Waited {
-    /// How long it waited.
-    ms: u64,
-    /// Where the `until` text starts, in the run's offsets, when it was seen.
-    match_offset: Option<u64>,
-}
-
-impl Wait {
-    /// `wait_ms` and `until`; `None` without `wait_ms`.
-    fn parse(arguments: &Map<String, Value>, timeout: Duration) -> Result<Option<Wait>, Answer> {
-        let ms = count(arguments, "wait_ms")?;
-        let until = match arguments.get("until") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(text)) if !text.is_empty() && text.len() <= UNTIL_BYTES => {
-                Some(text.clone().into_bytes())
-            }
-            Some(_) => {
-                return Err(Answer::refusal(format!(
-                    "`until` must be a text of 1 to {UNTIL_BYTES} bytes: what to wait for in \
-                     the output, such as \"listening on\""
-                )));
-            }
-        };
-        let Some(ms) = ms else {
-            return match until {
-                Some(_) => Err(Answer::refusal(
-                    "`until` needs `wait_ms`: how long to wait for it, in milliseconds",
-                )),
-                None => Ok(None),
-            };
-        };
-        let most = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        if ms > most {
-            return Err(Answer::refusal(format!(
-                "`wait_ms` may be at most {most} (this server's call timeout); wait again \
-                 with `offset` set to the answer's `next_offset` to wait longer"
-            )));
-        }
-        Ok(Some(Wait { ms, until }))
-    }
-}
-
 fn read_checked(
     config: &Config,
     background: &Background,
@@ -94,18 +45,30 @@ fn read_checked(
     era: &Era,
     control: &CallControl,
 ) -> Result<Option<Answer>, Answer> {
-    only(
-        arguments,
-        "read",
-        &["id", "offset", "limit", "wait_ms", "until"],
-    )?;
+    only(arguments, "read", &ARGUMENTS)?;
     let id = run_id(arguments)?;
     let mut offset = count(arguments, "offset")?;
     let limit = count(arguments, "limit")?
         .unwrap_or(config.output)
         .min(config.output);
+    let raw = flag(arguments, "raw")?;
     let wait = Wait::parse(arguments, config.timeout)?;
     let state = StateDir::new(&background.state);
+    if let Some(grep) = arguments.get("grep").filter(|g| !g.is_null()) {
+        let Value::String(pattern) = grep else {
+            return Err(Answer::refusal(
+                "`grep` must be a string: a regular expression to find lines by",
+            ));
+        };
+        if wait.is_some() || raw {
+            return Err(Answer::refusal(
+                "`grep` reads the output kept now, as text: it takes `offset` and `limit`, \
+                 not `wait_ms`, `until` or `raw`",
+            ));
+        }
+        let matcher = Matcher::new(pattern, true, "grep").map_err(Answer::refusal)?;
+        return super::grep::grep(&state, &id, &matcher, offset, limit, era).map(Some);
+    }
     let waited = match &wait {
         None => None,
         Some(wait) => {
@@ -123,165 +86,28 @@ fn read_checked(
         }
     };
     let bytes = read_bytes(&state, &id, offset, limit)?;
-    Ok(Some(answer(&id, bytes, offset.is_none(), waited, era)))
-}
-
-/// Waits, as [`Wait`] asks, for output past `start` (or the `until` text in it), the run's
-/// end, or the time; `None` when the call was cancelled.
-///
-/// The watch is armed before the first look, so nothing written after that look is missed.
-/// One pass searches at most the run's output cap (`--background-output`) back from the end of
-/// its file, a chunk at a time, minding the deadline and the cancellation between chunks: a
-/// file made huge (a sparse one costs its program nothing) costs the read no more than the
-/// bytes a run may keep.
-fn wait_for(
-    state: &StateDir,
-    id: &RunId,
-    start: u64,
-    wait: &Wait,
-    control: &CallControl,
-) -> Result<Option<Waited>, Answer> {
-    let began = Instant::now();
-    let deadline = began + Duration::from_millis(wait.ms);
-    let mut waker = match Record::load(state, id) {
-        Ok(record) => Some(Waker::new(
-            &record.launch.files.join("background"),
-            state.path(),
-            id,
-        )),
-        // The look below says what is wrong.
-        Err(_) => None,
+    let shown = Shown {
+        from_the_end: offset.is_none(),
+        raw,
+        limit,
     };
-    // Where the search for `until` goes on from.
-    let mut search = start;
-    let mut phase = WaitPhase::Searching;
-    loop {
-        if control.is_cancelled() {
-            return Ok(None);
-        }
-        let look = look_once(state, id, start, search, wait)?;
-        search = look.next_search;
-        if let Some(at) = look.found {
-            let matched = wait.until.is_some().then_some(at);
-            return Ok(Some(waited(began, matched)));
-        }
-        phase = match phase {
-            // A pass that reached the end after the time was up, or once the run ended, is
-            // the last one.
-            _ if look.searched_all && (!look.running || phase == WaitPhase::LastPass) => {
-                return Ok(Some(waited(began, None)));
-            }
-            // The time is up in the middle of a pass: what was not searched stays so.
-            _ if Instant::now() >= deadline && !look.searched_all => {
-                return Ok(Some(waited(began, None)));
-            }
-            _ if Instant::now() >= deadline => WaitPhase::LastPass,
-            _ if !look.searched_all => WaitPhase::Searching,
-            _ => {
-                let slept = match waker.as_mut() {
-                    Some(waker) => waker.sleep(control, deadline),
-                    None => {
-                        // Armed only now: look once more before sleeping.
-                        waker = Some(Waker::new(&look.output_dir, state.path(), id));
-                        Slept::Changed
-                    }
-                };
-                match slept {
-                    Slept::Cancelled => return Ok(None),
-                    Slept::TimeUp => WaitPhase::LastPass,
-                    Slept::Changed => WaitPhase::Searching,
-                }
-            }
-        };
-    }
+    Ok(Some(answer(&id, bytes, shown, waited, era)))
 }
 
-/// Where a waiting read stands between two looks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WaitPhase {
-    /// Looking through the output, a chunk at a time, or again after it changed.
-    Searching,
-    /// The time is up: one last pass through what is there, then the answer.
-    LastPass,
-}
-
-/// What one look at the output found.
-struct ChunkSearch {
-    /// Where what was waited for starts, if it was found.
-    found: Option<u64>,
-    /// Whether the look reached the end of the file (so a pass is over).
-    searched_all: bool,
-    /// Whether the run was still running.
-    running: bool,
-    /// Where the next look goes on from.
-    next_search: u64,
-    /// The run's output folder, for the watch.
-    output_dir: std::path::PathBuf,
-}
-
-/// Reads a chunk of the output from `search` and looks in it for what `wait` waits for:
-/// output past `start`, or its `until` text.
-fn look_once(
-    state: &StateDir,
-    id: &RunId,
-    start: u64,
-    search: u64,
-    wait: &Wait,
-) -> Result<ChunkSearch, Answer> {
-    let look = read_bytes(state, id, Some(search), SEARCH_CHUNK)?;
-    let cap = look.record.launch.limits.output_cap_bytes.max(SEARCH_CHUNK);
-    let end = look.from + look.bytes.len() as u64;
-    let mut searched_all = end >= look.file_end;
-    let mut next_search = search;
-    let found = match &wait.until {
-        Some(until) => match find(&look.bytes, until) {
-            Some(at) => Some(look.from + at as u64),
-            None => {
-                // A match may straddle what was read and what comes next; and a pass never
-                // goes back further than the cap from the file's end.
-                let overlap = until.len().saturating_sub(1) as u64;
-                let next = end.saturating_sub(overlap).max(search);
-                next_search = next.max(look.file_end.saturating_sub(cap)).max(start);
-                if !searched_all && next <= look.from {
-                    searched_all = true;
-                }
-                None
-            }
-        },
-        None => (look.file_end > start).then_some(start),
-    };
-    Ok(ChunkSearch {
-        found,
-        searched_all,
-        running: look.record.status.is_running(),
-        next_search,
-        output_dir: look.record.launch.files.join("background"),
-    })
-}
-
-fn waited(began: Instant, match_offset: Option<u64>) -> Waited {
-    Waited {
-        ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-        match_offset,
-    }
-}
-
-/// Where `needle` first starts in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return None;
-    }
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The answer for the bytes read: the text, and the figures (with a wait's, when it waited).
-fn answer(
-    id: &RunId,
-    read: Bytes,
+/// How the bytes read are shown.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    /// Read without an offset: the last bytes, so a cut keeps the end.
     from_the_end: bool,
-    waited: Option<Waited>,
-    era: &Era,
-) -> Answer {
+    /// The bytes themselves, in base64.
+    raw: bool,
+    /// The most bytes of text shown (escapes included).
+    limit: u64,
+}
+
+/// The answer for the bytes read: the text (escaped, within the limit) or the raw bytes, and
+/// the figures (with a wait's, when it waited).
+fn answer(id: &RunId, read: Bytes, shown: Shown, waited: Option<Waited>, era: &Era) -> Answer {
     let Bytes {
         record,
         bytes,
@@ -296,36 +122,55 @@ fn answer(
     let at_file_end = from + got == file_end;
     // What the run wrote past the file's end could not be written (no room): it never comes.
     let unwritten_tail = total.saturating_sub(file_end);
-    let (skip, keep) = utf8_cut(
-        &bytes,
-        from_the_end,
-        at_file_end,
-        unwritten_tail > 0,
-        &record,
-    );
-    let shown = &bytes[skip..keep];
-    let start = if skip > 0 { from + skip as u64 } else { start };
-    let mut next_offset = from + skip as u64 + shown.len() as u64;
+    let budget = usize::try_from(shown.limit).unwrap_or(usize::MAX);
+    let (text, start, mut next_offset) = if shown.raw {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        (encoded, start, from + got)
+    } else {
+        let (skip, keep) = utf8_cut(
+            &bytes,
+            shown.from_the_end,
+            at_file_end,
+            unwritten_tail > 0,
+            &record,
+        );
+        let cut = &bytes[skip..keep];
+        let skip = skip as u64;
+        if shown.from_the_end {
+            // The last bytes: a text too long once escaped keeps its end.
+            let (text, left) = crate::escaping::back(cut, budget, true);
+            let start = if skip > 0 || left > 0 {
+                from + skip + left as u64
+            } else {
+                start
+            };
+            (text, start, from + keep as u64)
+        } else {
+            let (text, used) = crate::escaping::front(cut, budget, true);
+            let start = if skip > 0 { from + skip } else { start };
+            (text, start, from + skip + used as u64)
+        }
+    };
     let mut skipped = skipped;
-    // A read that reached the file's end goes on past the bytes that were never written, so
-    // that `next_offset` never points at offsets that hold nothing.
-    let passed = (unwritten_tail > 0 && at_file_end && keep == bytes.len())
+    // A read that showed everything up to the file's end goes on past the bytes that were never
+    // written, so that `next_offset` never points at offsets that hold nothing.
+    let passed = (unwritten_tail > 0 && at_file_end && next_offset == from + got)
         .then(|| (start.max(file_end), total.max(start)));
     if let Some((past_from, past_to)) = passed {
         skipped += past_to.saturating_sub(past_from);
         next_offset = past_to;
     }
-    let text = String::from_utf8_lossy(shown).into_owned();
     let mut structured = json!({
         "id": id.as_str(),
         "state": record.status.state().as_str(),
-        "text": text,
         "offset": start,
         "next_offset": next_offset,
         "output_bytes": total,
         "dropped_bytes": dropped,
         "skipped": skipped,
     });
+    let key = if shown.raw { "base64" } else { "text" };
+    structured[key] = json!(text);
     let summary = record.summary();
     if summary.unwritten_bytes > 0 {
         structured["unwritten_bytes"] = json!(summary.unwritten_bytes);
@@ -337,7 +182,17 @@ fn answer(
         structured["match_offset"] = json!(waited.match_offset);
         structured["ended"] = json!(!record.status.is_running());
     }
-    let mut text = text;
+    if let Some(network) = &record.network {
+        structured["network"] = crate::net::render::structured(network);
+    }
+    let mut text = if shown.raw {
+        format!(
+            "bytes {start} to {} of run {id}'s output, as they are, in base64:\n{text}",
+            from + got
+        )
+    } else {
+        text
+    };
     if let Some((past_from, past_to)) = passed.filter(|(a, b)| a < b) {
         // The text says it too: the bytes stop here, and why.
         if !text.is_empty() && !text.ends_with('\n') {

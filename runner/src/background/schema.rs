@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::config::{Background, Config};
 use crate::protocol::Era;
 
-/// `start`, `list`, `read`, `write` and `stop`, when the server has background runs.
+/// `start`, `list`, `read`, `write`, `stop` and `watch`, when the server has background runs.
 pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
     let Some(background) = &config.background else {
         return Vec::new();
@@ -61,7 +61,7 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
             "name": "read",
             "title": "Read a background run's output",
             "description": format!(
-                "Reads a background run's output (stdout and stderr together). Offsets count every byte the run wrote since it started, including bytes already dropped from the start of its output file (it keeps the newest part, {} at most). Without `offset`, the last `limit` bytes. `limit` defaults to and is capped at {} bytes. The answer gives `next_offset` to read on from. To wait instead of calling `read` again and again, give `wait_ms` (at most {} ms): the answer comes as soon as there is output past `offset` (without `offset`: output written after this call began), or, with `until`, as soon as that text appears past `offset` (a server's \"listening on\", a test run's summary: pass `offset: 0` to look from the start), or when the run ends, or when the time is up — whichever is first; it says which (`matched`, `match_offset`, `ended`, `waited_ms`).",
+                "Reads a background run's output (stdout and stderr together). Offsets count every byte the run wrote since it started, including bytes already dropped from the start of its output file (it keeps the newest part, {} at most). Without `offset`, the last `limit` bytes. `limit` defaults to and is capped at {} bytes of text. The answer gives `next_offset` to read on from. Control characters and escape sequences in the output are shown escaped (`\\e[31m`); `raw: true` gives the bytes as they are, in base64. To find lines in a long output (an error in a build log), give `grep`, a regular expression: the answer lists the matching lines with their offsets, and how many matched in all. To wait instead of calling `read` again and again, give `wait_ms` (at most {} ms): the answer comes as soon as there is output past `offset` (without `offset`: output written after this call began), or, with `until`, as soon as that text appears past `offset` (a server's \"listening on\", a test run's summary: pass `offset: 0` to look from the start), or when the run ends, or when the time is up — whichever is first; it says which (`matched`, `match_offset`, `ended`, `waited_ms`). A host that follows MCP tasks can instead `watch` the run and be told.",
                 background.output, config.output, config.timeout.as_millis()
             ),
             "inputSchema": {
@@ -71,7 +71,9 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                     "offset": {"type": "integer", "minimum": 0, "description": "Where to start reading. Default: the last `limit` bytes."},
                     "limit": {"type": "integer", "minimum": 0, "description": "How many bytes at most."},
                     "wait_ms": {"type": "integer", "minimum": 0, "maximum": u64::try_from(config.timeout.as_millis()).unwrap_or(u64::MAX), "description": "Wait up to this long (milliseconds) for output past `offset`, for `until`, or for the run's end, instead of answering at once."},
-                    "until": {"type": "string", "minLength": 1, "maxLength": super::read::UNTIL_BYTES, "description": "With `wait_ms`: the text to wait for in the output past `offset`."}
+                    "until": {"type": "string", "minLength": 1, "maxLength": super::read::UNTIL_BYTES, "description": "With `wait_ms`: the text to wait for in the output past `offset`."},
+                    "raw": {"type": "boolean", "description": "Give the bytes as they are, in base64 (`base64`), escape sequences included. Default: false (text, with control characters shown escaped)."},
+                    "grep": {"type": "string", "minLength": 1, "maxLength": super::lines::PATTERN_BYTES, "description": "A regular expression (Rust `regex` syntax): answer with the lines of the kept output (from `offset`) that match, each with its offset, within `limit` bytes, and how many matched in all."}
                 },
                 "required": ["id"],
                 "additionalProperties": false
@@ -81,7 +83,11 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                 "properties": {
                     "id": {"type": "string"},
                     "state": state_schema(),
-                    "text": {"type": "string", "description": "The bytes read, as text (bytes that are not UTF-8 shown as U+FFFD; a character is never cut in two: `next_offset` says where to go on)."},
+                    "text": {"type": "string", "description": "The bytes read, as text (control characters and escape sequences shown escaped, bytes that are not UTF-8 as U+FFFD; a character is never cut in two: `next_offset` says where to go on)."},
+                    "base64": {"type": "string", "description": "With `raw`: the bytes read, as they are, in base64."},
+                    "grep": {"type": "string", "description": "With `grep`: the expression."},
+                    "matches": {"type": "array", "items": {"type": "object", "properties": {"offset": count(), "line": {"type": "string"}}, "required": ["offset", "line"], "additionalProperties": false}, "description": "With `grep`: the matching lines shown (within `limit`), each at its offset."},
+                    "lines_matched": {"type": "integer", "minimum": 0, "description": "With `grep`: how many lines matched in all."},
                     "offset": count(),
                     "next_offset": count(),
                     "output_bytes": count(),
@@ -92,27 +98,17 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
                     "waited_ms": {"type": "integer", "minimum": 0, "description": "With `wait_ms`: how long the read waited."},
                     "matched": {"type": "boolean", "description": "With `wait_ms`: whether `until` was seen."},
                     "match_offset": {"type": ["integer", "null"], "minimum": 0, "description": "With `wait_ms`: where `until` starts, in the run's offsets; null when not seen."},
-                    "ended": {"type": "boolean", "description": "With `wait_ms`: whether the run has ended."}
+                    "ended": {"type": "boolean", "description": "With `wait_ms`: whether the run has ended."},
+                    "network": crate::net::render::schema()
                 },
-                "required": ["id", "state", "text", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
+                "required": ["id", "state", "offset", "next_offset", "output_bytes", "dropped_bytes", "skipped"],
                 "additionalProperties": false
             },
             "annotations": {"title": "Read a background run's output", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         }),
         write_definition(),
-        json!({
-            "name": "stop",
-            "title": "Stop a background run",
-            "description": "Stops a background run (it and everything it started are killed), waits up to 5 s for its end to be recorded, and answers with the run as `list` shows it. Stopping a run that ended is not an error.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {"id": {"type": "string", "description": "The run's id."}},
-                "required": ["id"],
-                "additionalProperties": false
-            },
-            "outputSchema": run_schema(),
-            "annotations": {"title": "Stop a background run", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
-        }),
+        stop_definition(),
+        watch_definition(config, background, era),
     ];
     if !era.has_structured_output() {
         for tool in &mut tools {
@@ -122,6 +118,68 @@ pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {
         }
     }
     tools
+}
+
+/// `stop`, with or without a signal.
+fn stop_definition() -> Value {
+    let mut output = run_schema();
+    if let Some(properties) = output["properties"].as_object_mut() {
+        properties.insert(
+            "sent_signal".into(),
+            json!({"type": "string", "description": "With `signal`: the signal sent."}),
+        );
+        properties.insert("processes_signalled".into(), json!({"type": "integer", "minimum": 0, "description": "With `signal`: how many of the run's processes it reached."}));
+    }
+    json!({
+        "name": "stop",
+        "title": "Stop a background run, or send it a signal",
+        "description": "Stops a background run (it and everything it started are killed: SIGTERM, then SIGKILL 2 s later), waits up to 5 s for its end to be recorded, and answers with the run as `list` shows it. Stopping a run that ended is not an error. With `signal`, sends that signal alone to the run's program and what it started (not to the sandbox) and answers at once: INT is a Ctrl-C (a dev server's clean stop), HUP often a reload, USR1/USR2 what the program makes of them, CONT lets a program stopped by Ctrl-Z go on; the run ends only if the program does.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The run's id."},
+                "signal": {"type": "string", "enum": super::stop::ToSend::names(), "description": "Send this signal alone, instead of stopping the run."}
+            },
+            "required": ["id"],
+            "additionalProperties": false
+        },
+        "outputSchema": output,
+        "annotations": {"title": "Stop a background run, or send it a signal", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": false}
+    })
+}
+
+/// `watch`: a task for a host that follows MCP tasks (2026-07-28, the extension's era), a
+/// waiting call otherwise.
+fn watch_definition(config: &Config, background: &Background, era: &Era) -> Value {
+    let most = u64::try_from(background.timeout.as_millis()).unwrap_or(u64::MAX);
+    let mut tool = json!({
+        "name": "watch",
+        "title": "Be told when a background run prints a line",
+        "description": format!(
+            "Waits in the background for a line in a background run's output, or for its end, and tells you when it comes: use it to learn that a server you started is ready (`until: \"listening on\"`), that a build finished, or that a test failed (`until: \"FAILED\"`), instead of calling `read` again and again. A host that follows MCP tasks answers at once and brings you the result by itself when the line appears (you may go on with other work meanwhile); any other host waits for it in this call, {call} at most. `until` is a plain text a line must hold, or with `regex: true` a regular expression (Rust `regex` syntax); `ended: true` without `until` waits for the run's end. Lines are looked at from where the output stands when the watch begins: pass `offset: 0` if the line may have been printed already. The result holds the matching line, its byte offset and the lines around it, or, when the run ended or the time (`timeout`, at most {most} ms) was up first, how the run ended and its last lines. Cancelling the watch leaves the run running.",
+            call = humantime::format_duration(config.timeout),
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The run's id."},
+                "until": {"type": "string", "minLength": 1, "maxLength": super::lines::PATTERN_BYTES, "description": "The text a line of the output must hold (with `regex`: a regular expression it must match)."},
+                "regex": {"type": "boolean", "description": "Read `until` as a regular expression. Default: false (plain text)."},
+                "ended": {"type": "boolean", "description": "Wait for the run's end (needed without `until`; with it, the end always ends the watch too)."},
+                "timeout": {"type": "integer", "minimum": 0, "maximum": most, "description": "How long to wait at most, in milliseconds. Default and most: the background timeout."},
+                "offset": {"type": "integer", "minimum": 0, "description": "Look at lines from this byte offset of the run's output (0: from the start). Default: where the output stands now."}
+            },
+            "required": ["id"],
+            "additionalProperties": false
+        },
+        "outputSchema": super::watch_result::schema(),
+        "annotations": {"title": "Be told when a background run prints a line", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}
+    });
+    if matches!(era, Era::Modern) {
+        // Where the Tasks extension is spoken, a watch is meant to be a task.
+        tool["execution"] = json!({"taskSupport": "required"});
+    }
+    tool
 }
 
 fn start_description(config: &Config, background: &Background) -> String {
@@ -156,7 +214,7 @@ fn write_definition() -> Value {
         "name": "write",
         "title": "Type into a background run's stdin",
         "description": format!(
-            "Sends text to the stdin of a background run started with `interactive: true` or `tty: true`, and answers how many bytes its program took. Use it to answer a prompt (\"y\\n\"), drive a REPL (\"print(6*7)\\n\"), or press Ctrl-C on a `tty` run (\"\\u0003\"); end lines with \"\\n\". Then `read` the run's output to see the answer. `eof: true` closes stdin after the text (the program sees its input end). At most {max} bytes at once; a program that is not reading takes only what fits, and the rest is refused, not kept. Refused for a run that has ended, was not started interactive, or whose stdin was closed.",
+            "Sends text to the stdin of a background run started with `interactive: true` or `tty: true`, and answers how many bytes its program took. Use it to answer a prompt (\"y\\n\"), drive a REPL (\"print(6*7)\\n\"), or press Ctrl-C on a `tty` run (\"\\u0003\"; Ctrl-\\ is \"\\u001c\", Ctrl-Z \"\\u001a\": each reaches the program as its signal); end lines with \"\\n\". Then `read` the run's output to see the answer. `eof: true` closes stdin after the text (the program sees its input end). At most {max} bytes at once; a program that is not reading takes only what fits, and the rest is refused, not kept. Refused for a run that has ended, was not started interactive, or whose stdin was closed.",
             max = lnk_common::stdin::WRITE_MAX
         ),
         "inputSchema": {
@@ -239,7 +297,8 @@ fn run_schema() -> Value {
             "dropped_bytes": count(),
             "told": {"type": "boolean"},
             "unwritten_bytes": {"type": "integer", "minimum": 0, "description": "Present when some of the run's output could not be written for want of room (a full files folder): how many bytes, in all (counted in `output_bytes`, never readable)."},
-            "unwritten_why": {"type": "string", "description": "With `unwritten_bytes`: why, in words."}
+            "unwritten_why": {"type": "string", "description": "With `unwritten_bytes`: why, in words."},
+            "network": crate::net::render::schema()
         },
         "required": ["id", "program", "args", "dir", "state", "exit_code", "signal", "started_at", "ended_at", "output_bytes", "dropped_bytes", "told"],
         "additionalProperties": false

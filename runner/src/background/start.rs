@@ -19,6 +19,7 @@ use super::detached;
 use crate::answer::{Reply, ToolAnswer as Answer};
 use crate::config::{Background, Config};
 use crate::context::ToolContext;
+use crate::sandbox_line::pass::Passed;
 use crate::{program, tools, workdir};
 
 /// `_meta` key: the conversation a run tells when it ends.
@@ -39,17 +40,19 @@ pub fn start(
     arguments: &Map<String, Value>,
     meta: Option<&Map<String, Value>>,
 ) -> Reply {
-    match prepare(ctx.config, background, arguments, meta, ctx.tasks).and_then(|launch| {
-        let (_, input) = super::stdin::parse(arguments)?;
-        launch_run_with(background, launch, input.as_deref(), |_| Ok(()))
-    }) {
+    match prepare_passing(ctx.config, background, arguments, meta, ctx.tasks).and_then(
+        |(launch, passed)| {
+            let (_, input) = super::stdin::parse(arguments)?;
+            launch_run_with(background, (launch, passed), input.as_deref(), |_| Ok(()))
+        },
+    ) {
         Ok((_, record)) if ctx.tasks => Reply::Task(super::task::created(&record)),
         Ok((answer, _)) | Err(answer) => Reply::Tool(answer),
     }
 }
 
-/// Checks the call and builds what the run will be. A call whose host follows the run as a
-/// task (`follows_task`) needs no conversation: the host learns of the end by itself.
+/// [`prepare_passing`], without the descriptors (the tests look at the run only).
+#[cfg(test)]
 fn prepare(
     config: &Config,
     background: &Background,
@@ -57,6 +60,19 @@ fn prepare(
     meta: Option<&Map<String, Value>>,
     follows_task: bool,
 ) -> Result<Launch, Answer> {
+    prepare_passing(config, background, arguments, meta, follows_task).map(|(launch, _)| launch)
+}
+
+/// Checks the call and builds what the run will be, with the descriptors its sandbox line
+/// names. A call whose host follows the run as a task (`follows_task`) needs no conversation:
+/// the host learns of the end by itself.
+fn prepare_passing(
+    config: &Config,
+    background: &Background,
+    arguments: &Map<String, Value>,
+    meta: Option<&Map<String, Value>>,
+    follows_task: bool,
+) -> Result<(Launch, Passed), Answer> {
     let (stdin, _) = super::stdin::parse(arguments)?;
     // `command`'s arguments, less those only `start` takes.
     let mut command = arguments.clone();
@@ -130,8 +146,13 @@ fn prepare(
             agent: way_in.agent.clone(),
             keyring: way_in.keyring.clone(),
         });
-    let sandbox = config
-        .sandbox_line()
+    let line = config.sandbox_line().map_err(|why| {
+        Answer::refusal(format!(
+            "the run's sandbox cannot be made: {why}. Nothing ran"
+        ))
+    })?;
+    let sandbox = line
+        .words
         .iter()
         .map(|word| word.to_str().map(str::to_owned))
         .collect::<Option<Vec<_>>>()
@@ -140,27 +161,36 @@ fn prepare(
                 "the sandbox's command line is not UTF-8; background runs cannot record it",
             )
         })?;
-    Ok(Launch {
-        files: config.files.clone(),
-        sandbox,
-        program: Program {
-            name: args.program,
-            args: args.args,
-            dir: args.dir,
-            path,
-            cwd,
+    Ok((
+        Launch {
+            files: config.files.clone(),
+            sandbox,
+            program: Program {
+                name: args.program,
+                args: args.args,
+                dir: args.dir,
+                path,
+                cwd,
+            },
+            vars: config.program_vars().into_iter().collect(),
+            limits: Limits {
+                timeout_ms: duration_to_ms(background.timeout),
+                output_cap_bytes: background.output,
+                keep_ms: duration_to_ms(background.keep),
+            },
+            thread,
+            hops,
+            tell_to,
+            stdin,
+            caches: config.layers(),
+            net_allow: config
+                .net
+                .as_ref()
+                .map(|allow| allow.texts())
+                .unwrap_or_default(),
         },
-        vars: config.vars.iter().cloned().collect(),
-        limits: Limits {
-            timeout_ms: duration_to_ms(background.timeout),
-            output_cap_bytes: background.output,
-            keep_ms: duration_to_ms(background.keep),
-        },
-        thread,
-        hops,
-        tell_to,
-        stdin,
-    })
+        line.passed,
+    ))
 }
 
 /// The steps of a start that create something, in order; a failure at any of them leaves
@@ -187,7 +217,7 @@ fn launch_run_failing(
     launch: Launch,
     fail: impl Fn(StartStep) -> std::io::Result<()>,
 ) -> Result<(Answer, Record), Answer> {
-    launch_run_with(background, launch, None, fail)
+    launch_run_with(background, (launch, Passed::default()), None, fail)
 }
 
 /// Counts, creates and hands over, under `start.lock`, with the run's `input` (handed to the
@@ -195,11 +225,12 @@ fn launch_run_failing(
 /// failures); the answer, and the run's record as it was made.
 fn launch_run_with(
     background: &Background,
-    launch: Launch,
+    (launch, passed): (Launch, Passed),
     input: Option<&str>,
     fail: impl Fn(StartStep) -> std::io::Result<()>,
 ) -> Result<(Answer, Record), Answer> {
     let state = StateDir::new(&background.state);
+    let files_folder = launch.files.clone();
     let failed = |what: &str, err: &(dyn std::error::Error + 'static)| {
         let why = Causes(err);
         tracing::error!("{what}: {why}");
@@ -240,6 +271,8 @@ fn launch_run_with(
         )),
         step => failed(step.doing(), &e.source),
     })?;
+    // Its sandbox comes up after this answer: what it binds must stay until then.
+    crate::sandbox_line::protected::run_started(&files_folder);
     let spawned = fail(StartStep::Supervisor).and_then(|()| {
         // The input goes through a pipe, never the disk; the record holds its length only.
         let input = input
@@ -263,6 +296,7 @@ fn launch_run_with(
             // (its folder refused, its command line) still says why.
             stderr: detached::log(&state, &state.log(&id)),
             input,
+            passed,
         };
         detached::spawn(&background.supervise, &args, stdio, "supervisor")
     });

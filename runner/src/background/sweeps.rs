@@ -1,11 +1,12 @@
 //! The sweeps a serving `serve` starts: one at its start, then one a minute.
 
-/// Starts `lnk-link-supervise sweep <state> --routine` beside the server, so that runs whose
-/// supervisor died are found, told and cleaned up, without delaying the first answer. Like a
+/// Starts `lnk-link-supervise sweep <state> --routine` beside the server (the state folder as
+/// given: the sweep covers its projects' folders too), so that runs whose supervisor died are
+/// found, told and cleaned up, without delaying the first answer. Like a
 /// supervisor, a sweep may outlive serve (telling takes up to 10 s a run): it logs to
 /// `sweep.log`.
 pub fn start_sweep(background: &crate::config::Background) {
-    let state = lnk_common::layout::StateDir::new(&background.state);
+    let state = lnk_common::layout::StateDir::new(&background.given_state);
     let stdio = super::detached::Stdio {
         stderr: super::detached::log(&state, &state.sweep_log()),
         ..Default::default()
@@ -15,7 +16,7 @@ pub fn start_sweep(background: &crate::config::Background) {
     let routine = format!("--{}", lnk_common::commands::ROUTINE);
     let args = [
         lnk_common::commands::SWEEP.as_ref(),
-        background.state.as_os_str(),
+        background.given_state.as_os_str(),
         routine.as_ref(),
     ];
     if let Err(err) = super::detached::spawn(&background.supervise, &args, stdio, "sweep") {

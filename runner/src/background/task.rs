@@ -12,6 +12,9 @@
 //! | ended: exited, timed out, stopped, lost | `completed`; `result` a `CallToolResult` that reads like `command`'s ([`super::task_result`]); `isError` only for `lost` |
 //! | stopped by `tasks/cancel` | `cancelled` ([`lnk_common::cancel`]) |
 //!
+//! A watch ([`super::watch_task`]) is a task too, whose id is its run's id, `-` and a tag: the
+//! two kinds share `tasks/get`, and neither's id can be the other's.
+//!
 //! `failed` is never used: it is for JSON-RPC errors, and a run that cannot start is refused
 //! before any task exists. No run asks for input, so `input_required` is never used either.
 
@@ -20,6 +23,7 @@ use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
 use lnk_common::time::UnixMs;
+use lnk_common::watch::WatchId;
 use serde_json::{Map, Value, json};
 
 use super::task_result;
@@ -72,7 +76,12 @@ pub fn task_method(
         return Err(err);
     }
     let state = StateDir::new(&background.state);
-    let run = task_id(id, method, params)?;
+    let run = match task_id(id, method, params)? {
+        TaskRef::Run(run) => run,
+        TaskRef::Watch(watch) => {
+            return super::watch_task::task_method(id, method, &watch, background);
+        }
+    };
     let mut record = load(id, &state, &run, background)?;
     match method {
         "tasks/get" => Ok(get(config, background, &state, &mut record)),
@@ -151,17 +160,27 @@ fn fields(record: &Record, status: &str, message: String, updated: UnixMs) -> Ma
     task
 }
 
-/// The run a task request names, or -32602 that says what is wrong with `taskId`.
-fn task_id(id: &Value, method: &str, params: &Map<String, Value>) -> Result<RunId, RpcError> {
+/// What a task's id names: a run, or a watch of one ([`lnk_common::watch::WatchId`]: a run's
+/// id, `-` and a tag, so never a run's id).
+enum TaskRef {
+    Run(RunId),
+    Watch(WatchId),
+}
+
+/// The run or watch a task request names, checked before it touches the disk, or -32602 that
+/// says what is wrong with `taskId`.
+fn task_id(id: &Value, method: &str, params: &Map<String, Value>) -> Result<TaskRef, RpcError> {
     let invalid = |message: String| RpcError::new(id.clone(), protocol::INVALID_PARAMS, message);
     match params.get("taskId") {
-        Some(Value::String(text)) => RunId::parse(text).map_err(|_| {
-            invalid(format!(
-                "`taskId` `{}` is not a task of this server: its tasks' ids are 12 to 32 \
-                 characters of a-z and 0-9",
+        Some(Value::String(text)) => match (RunId::parse(text), WatchId::parse(text)) {
+            (Ok(run), _) => Ok(TaskRef::Run(run)),
+            (_, Some(watch)) => Ok(TaskRef::Watch(watch)),
+            _ => Err(invalid(format!(
+                "`taskId` `{}` is not a task of this server: its tasks' ids are a run's (12 to \
+                 32 characters of a-z and 0-9) or a watch's (a run's, `-` and 8 to 16 more)",
                 protocol::cut_short(text)
-            ))
-        }),
+            ))),
+        },
         _ => Err(invalid(format!("`{method}` needs `taskId`, a string"))),
     }
 }

@@ -157,6 +157,9 @@ pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
     let left_out = rendered.left_out;
     let shown = render::shown(rendered);
     let mut text = format!("{how}\n");
+    if let Some(network) = &record.network {
+        text.push_str(&crate::net::render::refusal_lines(network));
+    }
     let _ = write!(
         text,
         "--- output (stdout and stderr together): {output_bytes} bytes"
@@ -183,7 +186,7 @@ pub fn ended(config: &Config, record: &Record, how: &str) -> ToolAnswer {
     if !shown.is_empty() && !shown.ends_with('\n') {
         text.push('\n');
     }
-    let mut summary = summary;
+    let mut summary = super::list::shown_summary(record);
     summary.output_bytes = output_bytes;
     let mut structured = serde_json::to_value(summary).unwrap_or_else(|_| json!({}));
     if let Some(object) = structured.as_object_mut() {
@@ -260,34 +263,14 @@ fn last_line(file: &File, len: u64) -> Option<String> {
     Some(lnk_common::summary::cut(&one_line(line), SHOWN_CHARS))
 }
 
-/// `text` with every control character, line or paragraph separator, and invisible format
-/// character (direction overrides, zero-width characters) shown as a space, so that a status
-/// stays one line and reads as it shows.
+/// `text` as one line, every control and invisible character escaped
+/// ([`crate::escaping::one_line`]), so that a status stays one line and reads as it shows.
 fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if is_invisible(c) { ' ' } else { c })
-        .collect()
-}
-
-/// Control characters (Cc), separators of lines and paragraphs (Zl, Zp) and format characters
-/// (Cf).
-fn is_invisible(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{00AD}'
-                | '\u{061C}'
-                | '\u{180E}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{FEFF}'
-                | '\u{FFF9}'..='\u{FFFB}'
-        )
+    crate::escaping::one_line(text)
 }
 
 /// A duration as a person reads it: `850 ms`, `4.2 s`, `3m 12s`, `2h 5m`.
-fn took(elapsed: Duration) -> String {
+pub fn took(elapsed: Duration) -> String {
     let ms = elapsed.as_millis();
     if ms < 1000 {
         format!("{ms} ms")
@@ -314,8 +297,11 @@ mod tests {
 
     #[test]
     fn a_status_line_stays_one_line() {
-        assert_eq!(one_line("a\tb\u{1b}[1mc"), "a b [1mc");
-        assert_eq!(one_line("x\u{2028}y\u{202E}z\u{200B}"), "x y z ");
+        assert_eq!(one_line("a\tb\u{1b}[1mc"), "a\\tb\\e[1mc");
+        assert_eq!(
+            one_line("x\u{2028}y\u{202E}z\u{200B}"),
+            "x\\u{2028}y\\u{202e}z\\u{200b}"
+        );
     }
 
     #[test]

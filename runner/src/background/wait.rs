@@ -1,4 +1,4 @@
-//! How a waiting `read` sleeps: in one `poll` of its place among the server's waiting reads
+//! How a waiting `read` (or a watch) sleeps: in one `poll` of its place among the server's waiting reads
 //! ([`super::watcher`], one inotify instance for the whole server) and of the call's
 //! cancellation, until its deadline. It wakes when the run's output file is written or
 //! replaced (a rotation) or its record is (its end), not on a clock tick and not for other
@@ -28,12 +28,15 @@ pub enum Slept {
     TimeUp,
 }
 
-/// The waker of one waiting read.
+/// The waker of one waiting read (or watch).
 pub struct Waker {
     output_dir: PathBuf,
     state: PathBuf,
     /// `<id>.out` (in the output folder) and `<id>.json` (in the state folder).
     names: [String; 2],
+    /// A file more, in a folder of its own: a watch's ending (`watches/<id>/<tag>.done`),
+    /// which ends the wait of whoever waits for the watch.
+    also: Option<(PathBuf, String)>,
     registration: Option<Registration>,
 }
 
@@ -41,10 +44,21 @@ impl Waker {
     /// Watches `output_dir` (the files folder's `background/`) and `state` for run `id`, from
     /// now on: what changes after this is never missed.
     pub fn new(output_dir: &Path, state: &Path, id: &RunId) -> Waker {
+        Waker::with(output_dir, state, id, None)
+    }
+
+    /// [`Waker::new`], and the file `also` (a folder and a name) too.
+    pub fn with(
+        output_dir: &Path,
+        state: &Path,
+        id: &RunId,
+        also: Option<(PathBuf, String)>,
+    ) -> Waker {
         let mut waker = Waker {
             output_dir: output_dir.to_path_buf(),
             state: state.to_path_buf(),
             names: [format!("{id}.out"), format!("{id}.json")],
+            also,
             registration: None,
         };
         waker.register();
@@ -60,10 +74,13 @@ impl Waker {
         let [output, record] = &self.names;
         let output = std::slice::from_ref(output);
         let record = std::slice::from_ref(record);
-        let folders = [
+        let mut folders = vec![
             (self.output_dir.as_path(), output),
             (self.state.as_path(), record),
         ];
+        if let Some((folder, name)) = &self.also {
+            folders.push((folder.as_path(), std::slice::from_ref(name)));
+        }
         // The new place is taken before the old one is given back, so a folder that stays
         // watched is never unwatched in between.
         match watcher.register(&folders) {

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode, OFlags};
 use rustix::process::{Pid, Signal, getpid, getppid, kill_process_group};
 
+use lnk_proc::reaper::layers::Layers;
+
 use super::wire::{ANSWER_PREFIX, Answer, Request, SUBCOMMAND};
 use crate::config::Config;
 
@@ -39,6 +41,8 @@ pub struct Ran {
     pub stderr: String,
     /// How long it took, from spawn to the sandbox's end.
     pub elapsed: Duration,
+    /// What the probe's proxy counted (with `--net-allow`).
+    pub network: Option<lnk_common::network::Network>,
 }
 
 /// Runs the probe with `request` through `config`'s sandbox.
@@ -49,7 +53,10 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         Mode::empty(),
     )?;
     let program = format!("/proc/self/fd/{}", exe.as_raw_fd());
-    let argv = config.command_line(Path::new(&program), &[SUBCOMMAND]);
+    let line = config
+        .command_line(Path::new(&program), &[SUBCOMMAND])
+        .map_err(std::io::Error::other)?;
+    let argv = line.words;
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let Some((sandbox, args)) = argv.split_first() else {
@@ -62,9 +69,16 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    in_folder_with_exe(&mut command, workdir.handle.as_fd(), &exe);
+    let layers = match config.layers() {
+        caches if caches.is_empty() => None,
+        caches => Some(Layers::new(&caches)?),
+    };
+    in_folder_with_exe(&mut command, workdir.handle.as_fd(), &exe, layers);
+    // After the executable's descriptor is kept: the passed ones go above it.
+    let staged = line.passed.pass_to(&mut command)?;
     let started = Instant::now();
     let mut child = command.spawn()?;
+    drop(staged);
     let group = Pid::from_child(&child);
     let (readers, done_rx) = exchange(
         "sandbox probe",
@@ -89,6 +103,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
                 status: None,
                 stderr: String::new(),
                 elapsed,
+                network: None,
             });
         }
     };
@@ -99,6 +114,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         status: Some(status),
         stderr,
         elapsed,
+        network: None,
     })
 }
 
@@ -159,21 +175,34 @@ fn read_all(pipe: impl Read) -> Vec<u8> {
 
 /// Starts the child in the folder `cwd` is a handle on, as the leader of a session (and so a
 /// process group) of its own without a controlling terminal, as a call's sandbox starts, with
-/// `exe` open across the exec (so `/proc/self/fd/<n>` is this executable inside), and
-/// `SIGKILL` on the death of this thread.
+/// `exe` open across the exec (so `/proc/self/fd/<n>` is this executable inside), with the
+/// cache `layers` a call's sandbox gets, and `SIGKILL` on the death of this thread.
 #[allow(unsafe_code)]
-fn in_folder_with_exe(command: &mut Command, cwd: BorrowedFd<'_>, exe: &OwnedFd) {
+fn in_folder_with_exe(
+    command: &mut Command,
+    cwd: BorrowedFd<'_>,
+    exe: &OwnedFd,
+    layers: Option<Layers>,
+) {
     let parent = getpid();
     let cwd = cwd.as_raw_fd();
     let exe = exe.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes five system calls (fchdir, setsid, fcntl,
-    // prctl and getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes no
+    // async-signal-safe work is allowed. It makes system calls only (fchdir, the layers'
+    // unshare, writes and mounts on strings made before the fork, setsid, fcntl, prctl and
+    // getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes no
     // lock and touches no memory shared with other threads. `cwd` and `exe` are descriptors
     // the caller keeps open until the spawn returns, so they are open in the child.
     unsafe {
         command.pre_exec(move || {
+            // The folder first: entering a mount namespace carries it over, where a folder
+            // entered after would be one of the namespace left behind.
             rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
+            if let Some(layers) = &layers {
+                layers
+                    .enter()
+                    .map_err(|failure| std::io::Error::from(failure.errno))?;
+            }
             rustix::process::setsid()?;
             rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(exe), rustix::io::FdFlags::empty())?;
             rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;

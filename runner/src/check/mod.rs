@@ -12,7 +12,10 @@
 //! to each other; [`verdict`] reads the answer, with what serve sees from outside, into the
 //! report that `serve` refuses or warns by and `lnk-link-run check` prints.
 
+mod caches;
 mod launch;
+mod net;
+mod net_probe;
 mod plan;
 pub mod probe;
 mod verdict;
@@ -72,13 +75,22 @@ fn check(config: &Config) -> Result<Checked, String> {
 /// Runs the probe for `config`, cold or warm, and reads its answer.
 fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
     let marker = std::env::var(plan::MARKER_VARIABLE).unwrap_or_default();
-    let name = random_hex()
-        .map(|hex| format!(".lnk-sandbox-check-{hex}"))
-        .ok_or("the sandbox check found no random source for its file names")?;
-    let plan = plan::Plan::new(config, &marker, &name);
-    let ran = match via {
-        Via::Cold => launch::run(config, &plan.request),
-        Via::Warm => warm::run(config, &plan.request),
+    let random = random_hex().ok_or("the sandbox check found no random source for its names")?;
+    let name = format!(".lnk-sandbox-check-{random}");
+    let mut plan = plan::Plan::new(config, &marker, &name);
+    let net_plan = match &config.net {
+        Some(allow) => Some(net::NetPlan::new(allow, &random[..8]).map_err(|err| {
+            format!(
+                "the sandbox check could not open its listeners on this machine's loopback: {err}"
+            )
+        })?),
+        None => None,
+    };
+    plan.request.net = net_plan.as_ref().map(|net| net.request.clone());
+    let ran = match (via, &config.net) {
+        (Via::Cold, None) => launch::run(config, &plan.request),
+        (Via::Cold, Some(allow)) => net::run_cold(config, allow, &plan.request),
+        (Via::Warm, net) => warm::run(config, &plan.request, net.as_ref()),
     };
     let ran = ran.map_err(|err| {
         format!(
@@ -99,6 +111,7 @@ fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
             landed
         })
         .collect();
+    let landed = caches::landed(&plan, &name);
     let Some(answer) = ran.answer else {
         let how = match (ran.status, ran.stderr.is_empty()) {
             (None, _) => format!(
@@ -119,13 +132,65 @@ fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
         || answer.read.len() != plan.request.read.len()
         || answer.connect.len() != plan.request.connect.len()
         || answer.write.len() != plan.request.write.len()
+        || answer.protected.len() != plan.request.protected.len()
     {
         return Err("the sandbox check's probe answered something else than it was asked".into());
     }
+    let changed: Vec<Option<String>> = plan
+        .protected
+        .iter()
+        .zip(&answer.protected)
+        .map(|(target, did)| undo_protected(target, did.as_deref(), &name))
+        .collect();
+    let mut findings = verdict::judge(&plan, &answer, &appeared, &changed);
+    findings.extend(caches::judge(&plan, config, &answer, &landed));
+    if let Some(net_plan) = &net_plan {
+        findings.extend(net::judge(
+            net_plan,
+            answer.net.as_ref(),
+            ran.network.as_ref(),
+        ));
+    }
     Ok(Checked {
-        findings: verdict::judge(&plan, &answer, &appeared),
+        findings,
         elapsed: ran.elapsed,
     })
+}
+
+/// Looks from outside whether the probe's try at a protected path got through (`did` is what
+/// it says it did), and takes away what it made: the file it made in a folder, the folder
+/// itself when it made it, or a file it opened for writing that was not there before. What
+/// got through, in words.
+fn undo_protected(target: &plan::Protected, did: Option<&str>, name: &str) -> Option<String> {
+    if target.create_in {
+        let file = target.path.join(name);
+        let landed = file.symlink_metadata().is_ok();
+        if landed && let Err(err) = std::fs::remove_file(&file) {
+            tracing::warn!(path = %file.display(), %err, "cannot remove the sandbox check's file");
+        }
+        // Folders it made, deepest first; a placeholder (made by the sandbox, not the probe)
+        // is left alone: the probe says when it made the folder.
+        if did.is_some_and(|d| d.starts_with("made the folder")) {
+            for folder in &target.missing {
+                let _ = std::fs::remove_dir(folder);
+            }
+        }
+        return match (landed, did) {
+            (true, _) => Some(format!("{name} appeared in it, outside the sandbox")),
+            (false, Some(did)) => Some(format!("it {did}")),
+            (false, None) => None,
+        };
+    }
+    let did = did?;
+    if target.missing.contains(&target.path)
+        && target
+            .path
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_file() && m.len() == 0)
+    {
+        let _ = std::fs::remove_file(&target.path);
+    }
+    Some(format!("it {did}"))
 }
 
 /// The check at serve's start: `Ok` with the warnings to log once serve goes on and whether
@@ -206,8 +271,7 @@ fn prove_warm(config: &Config, cold: &Checked) -> Warmth {
 /// still runs the probe for the person to read, but answers that serve would start.
 pub fn report(config: &Config, skipped_at_start: bool) -> ExitCode {
     let mut out = String::new();
-    let sandbox: Vec<String> = config
-        .sandbox_line()
+    let sandbox: Vec<String> = crate::sandbox_line::shown(&config.sandbox, &config.files)
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::wire::{FileId, Request};
+use super::wire::{FileId, ProtectedTry, Request};
 use crate::config::Config;
 
 /// The name of the variable that holds serve's marker.
@@ -46,6 +46,20 @@ pub struct Outside {
     pub folder: PathBuf,
 }
 
+/// A protected path of the files folder the probe tries to change.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    /// What it is, for a person.
+    pub what: &'static str,
+    /// The file to open for writing, or the folder to make a file in.
+    pub path: PathBuf,
+    /// Whether the probe makes a file in `path` (else it opens `path` for writing).
+    pub create_in: bool,
+    /// Of `path` and the folders above it inside the files folder, those missing before the
+    /// probe (what a probe that got through made, to take away again).
+    pub missing: Vec<PathBuf>,
+}
+
 /// The probe's request and how to read its answer.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -61,6 +75,11 @@ pub struct Plan {
     pub outside: Vec<Outside>,
     /// serve's own PID namespace.
     pub pid_namespace: Option<String>,
+    /// The cache folders the probe writes into ([`super::caches`]), after the folders above in
+    /// [`Request::stat`] and [`Request::write`].
+    pub caches: Vec<super::caches::CacheProbe>,
+    /// The protected paths of [`Request::protected`], in order.
+    pub protected: Vec<Protected>,
 }
 
 impl Plan {
@@ -83,7 +102,10 @@ impl Plan {
             pid_namespace: std::fs::read_link("/proc/self/ns/pid")
                 .ok()
                 .map(|link| link.to_string_lossy().into_owned()),
+            caches: Vec::new(),
+            protected: Vec::new(),
         };
+        plan.protected_paths(&config.files);
         if let Some(background) = &config.background {
             let state = &background.state;
             plan.hide("the state folder", state);
@@ -96,6 +118,12 @@ impl Plan {
                 plan.secret("a record of the state folder", &record, state);
             }
             plan.no_writes("the state folder", state);
+            // With --files-from roots, the state folder given keeps every project's.
+            let given = &background.given_state;
+            if given != state {
+                plan.hide("the state folder given (every project's)", given);
+                plan.no_writes("the state folder given (every project's)", given);
+            }
             if let Some(way_in) = &background.way_in {
                 let keyring = &way_in.keyring;
                 plan.hide("the keyring folder", keyring);
@@ -135,7 +163,56 @@ impl Plan {
             .map(Path::to_path_buf)
             .collect();
         plan.request.scan_skip.push(config.files.clone());
+        // Last: their places in `stat` and `write` come after every folder's above.
+        super::caches::plan(&mut plan, config);
         plan
+    }
+
+    /// One protected path of each kind ([`crate::sandbox_line::protected`]): a host's project
+    /// file, a project settings folder, the CI workflows, the repository's configuration and
+    /// hooks (or, without a repository, a `git init` at the top), and a nested repository's
+    /// configuration.
+    fn protected_paths(&mut self, files: &Path) {
+        let mut add = |what: &'static str, rel: &str, create_in: bool| {
+            let path = files.join(rel);
+            let missing = path
+                .ancestors()
+                .take_while(|p| *p != files)
+                .filter(|p| p.symlink_metadata().is_err())
+                .map(Path::to_path_buf)
+                .collect();
+            let attempt = if create_in {
+                ProtectedTry::CreateIn(path.clone())
+            } else {
+                ProtectedTry::Write(path.clone())
+            };
+            self.request.protected.push(attempt);
+            self.protected.push(Protected {
+                what,
+                path,
+                create_in,
+                missing,
+            });
+        };
+        add("a host's project file", ".mcp.json", false);
+        add("a host's project settings", ".claude", true);
+        add("the CI workflows", ".github/workflows", true);
+        // The same tries whatever the sandboxes made before (a placeholder `.git` is no
+        // repository), so that a warm probe tries what the cold one did.
+        let git = files.join(".git");
+        if git.join("HEAD").is_file() {
+            add("the repository's configuration", ".git/config", false);
+            add("the repository's hooks", ".git/hooks", true);
+        } else if git.is_dir() || git.symlink_metadata().is_err() {
+            add("a repository at the top (a `git init`)", ".git", true);
+        }
+        if let Some(nested) = nested_repository(files) {
+            let config = nested.join(".git/config");
+            if let Some(rel) = config.strip_prefix(files).ok().and_then(Path::to_str) {
+                let rel = rel.to_owned();
+                add("a nested repository's configuration", &rel, false);
+            }
+        }
     }
 
     fn hide(&mut self, what: &'static str, folder: &Path) {
@@ -170,6 +247,42 @@ impl Plan {
         self.request.write.push(folder.clone());
         self.outside.push(Outside { what, folder });
     }
+}
+
+/// The first repository nested in `files` (a folder down to three levels below it holding a
+/// `.git` folder with a `HEAD`), looked for in a bounded number of folders.
+fn nested_repository(files: &Path) -> Option<PathBuf> {
+    let skip = crate::sandbox_line::protected::names::NOT_SEARCHED;
+    let mut level = vec![files.to_path_buf()];
+    let mut looked = 0;
+    for _ in 0..crate::sandbox_line::protected::names::NESTED_LEVELS {
+        let mut next = Vec::new();
+        for folder in &level {
+            let Ok(entries) = std::fs::read_dir(folder) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                looked += 1;
+                if looked > 2000 {
+                    return None;
+                }
+                let name = entry.file_name();
+                if name == ".git" || skip.iter().any(|s| name == *s) {
+                    continue;
+                }
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let path = entry.path();
+                if path.join(".git/HEAD").is_file() {
+                    return Some(path);
+                }
+                next.push(path);
+            }
+        }
+        level = next;
+    }
+    None
 }
 
 /// `path` if it exists, else its nearest existing parent, with its identity.

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
-use super::wire::{ANSWER_PREFIX, Answer, FileId, Reach, Request};
+use super::wire::{ANSWER_PREFIX, Answer, FileId, ProtectedTry, Reach, Request};
 
 /// The largest request read from stdin.
 const MAX_REQUEST: u64 = 1 << 20;
@@ -110,6 +110,38 @@ pub fn probe(request: &Request) -> Answer {
         sockets: sockets.named,
         sockets_reachable: sockets.reachable,
         entries_searched: sockets.entries,
+        net: request.net.as_ref().map(super::net_probe::probe),
+        protected: request
+            .protected
+            .iter()
+            .map(|attempt| try_protected(attempt, &request.write_name))
+            .collect(),
+    }
+}
+
+/// Tries to change a protected path: what it did, or `None` when it could not.
+fn try_protected(attempt: &ProtectedTry, name: &str) -> Option<String> {
+    match attempt {
+        ProtectedTry::Write(path) => std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(
+                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+            )
+            .open(path)
+            .ok()
+            .map(|_| "opened it for writing".to_owned()),
+        ProtectedTry::CreateIn(folder) => {
+            let made = !folder.exists() && std::fs::create_dir_all(folder).is_ok();
+            creates(&folder.join(name)).then(|| {
+                if made {
+                    format!("made the folder and {name} in it")
+                } else {
+                    format!("made {name} in it")
+                }
+            })
+        }
     }
 }
 

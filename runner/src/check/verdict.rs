@@ -32,7 +32,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn fine(tried: impl Into<String>, happened: impl Into<String>) -> Self {
+    pub(super) fn fine(tried: impl Into<String>, happened: impl Into<String>) -> Self {
         Finding {
             outcome: CheckOutcome::Fine,
             tried: tried.into(),
@@ -41,7 +41,7 @@ impl Finding {
         }
     }
 
-    fn bad(
+    pub(super) fn bad(
         outcome: CheckOutcome,
         tried: impl Into<String>,
         happened: impl Into<String>,
@@ -97,8 +97,14 @@ fn hide_fix(folder: &std::path::Path, looked_at: &std::path::Path) -> String {
 }
 
 /// Reads `answer` against `plan`. `appeared[i]` says whether the file the probe tried to create
-/// in `plan.outside[i]` is there when serve looks from outside.
-pub fn judge(plan: &Plan, answer: &Answer, appeared: &[bool]) -> Vec<Finding> {
+/// in `plan.outside[i]` is there when serve looks from outside; `changed[i]` what the probe's
+/// try at `plan.protected[i]` did, when it got through.
+pub fn judge(
+    plan: &Plan,
+    answer: &Answer,
+    appeared: &[bool],
+    changed: &[Option<String>],
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     findings.push(capabilities(answer.capabilities));
     findings.push(environment(answer));
@@ -198,6 +204,27 @@ pub fn judge(plan: &Plan, answer: &Answer, appeared: &[bool]) -> Vec<Finding> {
             )
         } else {
             Finding::fine(tried, "could not")
+        });
+    }
+    for (i, target) in plan.protected.iter().enumerate() {
+        let (how, path) = if target.create_in {
+            ("creating a file in", &target.path)
+        } else {
+            ("writing", &target.path)
+        };
+        let tried = format!("{how} {} {}", target.what, path.display());
+        findings.push(match changed.get(i).cloned().flatten() {
+            Some(happened) => Finding::bad(
+                CheckOutcome::Leak,
+                tried,
+                format!(
+                    "{happened}: something outside the sandbox (the user's git, editor or host) \
+                     would later run or obey what a program writes there"
+                ),
+                "put `{protected}` right after the files folder's bind (`--bind {files} {files} \
+                 {protected}`), as the recommended line does",
+            ),
+            None => Finding::fine(tried, "could not"),
         });
     }
     findings.push(pid_namespace(plan, answer));

@@ -10,8 +10,10 @@
 //! here, not a cold start.
 
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lnk_proc::net::{AllowList, Proxy};
 use lnk_proc::reaper::warm::Place;
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, spare};
 
@@ -20,35 +22,60 @@ use super::wire::{Request, SUBCOMMAND};
 use crate::config::Config;
 use crate::spares::{Settings, Spare, folder_id};
 
-/// Runs the probe with `request` through a warm sandbox of `config`'s.
-pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
+/// Runs the probe with `request` through a warm sandbox of `config`'s (with a proxy for `net`,
+/// as a call with one: its channel handed to the stub with the call).
+pub fn run(
+    config: &Config,
+    request: &Request,
+    net: Option<&Arc<AllowList>>,
+) -> std::io::Result<Ran> {
     let settings = Settings {
         files: config.files.clone(),
-        warm: Some(config.sandbox_line()),
+        warm: Some(config.sandbox.clone()),
+        cold: None,
+        caches: config.caches.clone(),
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;
     let workdir = crate::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
+    let started = Instant::now();
+    let spare = Spare::start(&settings)?;
+    // The spare's own prefix, as expanded for its sandbox: a call that names another is run
+    // cold, and this one must run warm.
     let no_vars: [(&str, &str); 0] = [];
+    let line_words = spare.prefix().len();
     let argv = lnk_common::command_line::sandboxed(
-        &config.sandbox_line(),
+        spare.prefix(),
         no_vars,
         "/proc/self/exe".as_ref(),
         &[SUBCOMMAND],
     );
     let mut options = Options::new(argv, Duration::ZERO, LEFTOVER_GRACE);
+    let proxy = match net {
+        Some(allow) => {
+            options.net = true;
+            options.stub = Some(line_words);
+            Some(Proxy::start(Arc::clone(allow), PROBE_DEADLINE)?)
+        }
+        None => None,
+    };
+    let (proxy, sandbox_end) = match proxy {
+        Some((proxy, end)) => (Some(proxy), Some(end)),
+        None => (None, None),
+    };
     options.warm = Some(Place {
         files: config.files.clone(),
         dir: "".into(),
         id,
     });
     options.warm_only = true;
+    options.caches = config.layers();
     let spec = spare::encode(&options)
         .ok_or_else(|| std::io::Error::other("the probe's spec is too large"))?;
-    let started = Instant::now();
-    let spare = Spare::start(&settings)?;
-    let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true)?;
+    let net_end = sandbox_end.as_ref().map(AsFd::as_fd);
+    let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true, net_end)?;
+    drop(sandbox_end);
     let (_readers, done_rx) = exchange(
         "warm probe",
         request,
@@ -68,5 +95,6 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         status: None,
         stderr,
         elapsed,
+        network: proxy.map(Proxy::finish),
     })
 }

@@ -39,6 +39,51 @@ pub struct Request {
     pub scan_shallow: Vec<PathBuf>,
     /// Paths not to report sockets under (the files folder, the way in).
     pub scan_skip: Vec<PathBuf>,
+    /// With `--net-allow`: what the probe tries of the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetRequest>,
+    /// Protected paths of the files folder to try to change ([`ProtectedTry`]).
+    #[serde(default)]
+    pub protected: Vec<ProtectedTry>,
+}
+
+/// What the probe tries of the network, with `--net-allow` (`super::net`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NetRequest {
+    /// Listeners of serve's on this machine's loopback, outside the sandbox: each must be
+    /// out of reach (`address:port`).
+    pub direct: Vec<String>,
+    /// Addresses a UDP socket is connected to (no packet is sent): a route to any is a way
+    /// out of the sandbox that is not the proxy.
+    pub route: Vec<String>,
+    /// The proxy's address inside the sandbox.
+    pub proxy: String,
+    /// A name not on the allow-list, which the proxy must refuse.
+    pub unlisted: String,
+}
+
+/// What the probe found of the network, in the order of the [`NetRequest`]'s lists.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NetAnswer {
+    /// For each of [`NetRequest::direct`]: whether a connection was made.
+    pub direct: Vec<bool>,
+    /// For each of [`NetRequest::route`]: whether the sandbox has a route to it.
+    pub route: Vec<bool>,
+    /// The proxy's answer to a `CONNECT` to [`NetRequest::unlisted`]: its status line, or why
+    /// none came.
+    pub proxy_answer: String,
+    /// Whether that answer was a refusal of the proxy's (`403` with `X-Link-Run-Refused`).
+    pub proxy_refused: bool,
+}
+
+/// One try at a protected path from inside.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ProtectedTry {
+    /// Open the file for writing (nothing is written), making it if it is missing.
+    Write(PathBuf),
+    /// Make the file named [`Request::write_name`] in the folder, making the folder first if it
+    /// is missing.
+    CreateIn(PathBuf),
 }
 
 /// A file's identity, as the record names an output file's ([`FileId`]): it is the same file
@@ -84,4 +129,10 @@ pub struct Answer {
     pub sockets_reachable: usize,
     /// How many folder entries the socket search looked at.
     pub entries_searched: usize,
+    /// With a [`Request::net`]: what it found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetAnswer>,
+    /// For each of [`Request::protected`]: what the try did (`None` when it could not).
+    #[serde(default)]
+    pub protected: Vec<Option<String>>,
 }

@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use super::values::{parse_bytes, parse_duration, parse_var};
 
+/// Where `--files-from` takes the files folder from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum FilesFromArg {
+    /// The client's first MCP root, else the folder serve was started in.
+    Roots,
+}
+
 /// The flags of `serve`. Every one is optional here so that a missing one gets a message of its
 /// own in [`ServeArgs::check`]; none has a built-in value.
 #[derive(Debug, clap::Args)]
@@ -14,6 +21,10 @@ pub(super) struct ServeArgs {
     /// The files folder: calls work inside it and cannot leave it.
     #[arg(long, value_name = "FOLDER")]
     pub(super) files: Option<PathBuf>,
+    /// In place of --files: `roots`, the files folder is the client's first MCP root (the
+    /// folder the host was started in), else the folder serve was started in.
+    #[arg(long, value_name = "SOURCE", value_enum)]
+    pub(super) files_from: Option<FilesFromArg>,
     /// Folders (`:`-separated) where the allowed programs are looked up, in order.
     #[arg(long, value_name = "PATH")]
     pub(super) programs_path: Option<OsString>,
@@ -56,6 +67,16 @@ pub(super) struct ServeArgs {
     /// The keyring folder holding `<agent>.key` (default: Link's keyring).
     #[arg(long, value_name = "DIR")]
     pub(super) keyring: Option<PathBuf>,
+    /// A tool's cache folder (cargo's registry, npm's cache, …; absolute, repeatable) that the
+    /// sandbox line's `{caches}` binds: programs read it, and what they write there goes to a
+    /// layer of each sandbox's own, never into the folder.
+    #[arg(long = "cache", value_name = "FOLDER")]
+    pub(super) caches: Vec<PathBuf>,
+    /// A host the agent's programs may reach through Link Run's proxy: `<name>[:<port>]`,
+    /// `*.<suffix>`, or an address written as one (repeatable; ports 443 and 80 when none).
+    /// The sandbox's own network stays cut.
+    #[arg(long = "net-allow", value_name = "HOST[:PORT]")]
+    pub(super) net_allow: Vec<String>,
     /// Skip the sandbox check at start (for a sandbox that cannot run the probe, or a
     /// pass-through prefix on purpose); serve then logs a warning.
     #[arg(long)]

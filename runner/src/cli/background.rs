@@ -7,11 +7,18 @@ use super::args::ServeArgs;
 use super::defaults::{default_keyring, find_supervise};
 use super::paths::{absolute, absolute_state, must_be_absolute};
 use super::refusal::{Refusal, refuse, required};
-use crate::config::{Background, WayIn};
+use crate::config::{Background, FilesFrom, WayIn};
 
 impl ServeArgs {
     /// The background half: `None` without `--state`, whose flags then may not be given.
-    pub(super) fn check_background(&self, files: &Path) -> Result<Option<Background>, Refusal> {
+    /// With `--files-from roots` (`files_from`), the state folder and the keyring are checked
+    /// against each project's folder when it is chosen (`crate::project`), not here.
+    pub(super) fn check_background(
+        &self,
+        files: &Path,
+        files_from: FilesFrom,
+    ) -> Result<Option<Background>, Refusal> {
+        let fixed = files_from == FilesFrom::Flag;
         let Some(state) = &self.state else {
             let stray = [
                 (self.background.is_some(), "--background"),
@@ -42,7 +49,7 @@ impl ServeArgs {
         let hops = required(self.hops, "--hops", what)?;
         must_be_absolute(state, "--state")?;
         let state = absolute_state(state)?;
-        if state.starts_with(files) {
+        if fixed && state.starts_with(files) {
             return refuse(format!(
                 "--state {} lies inside --files {}: the sandboxed programs could write it",
                 state.display(),
@@ -75,8 +82,9 @@ impl ServeArgs {
                 // Runs tell from their supervisor, and later sweeps from wherever they are
                 // started: the record holds absolute paths.
                 let keyring = absolute(&keyring, "--keyring")?;
-                if keyring.starts_with(files)
-                    || keyring.canonicalize().is_ok_and(|k| k.starts_with(files))
+                if fixed
+                    && (keyring.starts_with(files)
+                        || keyring.canonicalize().is_ok_and(|k| k.starts_with(files)))
                 {
                     return refuse(format!(
                         "the keyring {} lies inside --files {}: sandboxed programs could \
@@ -95,6 +103,7 @@ impl ServeArgs {
         let supervise = find_supervise()?;
         Ok(Some(Background {
             supervise,
+            given_state: state.clone(),
             state,
             max_running,
             timeout,

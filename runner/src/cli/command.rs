@@ -50,6 +50,9 @@ pub enum Invocation {
         /// Whether `--no-sandbox-check` is among them.
         skipped: bool,
     },
+    /// `check` with no sandbox after `--`: the recommended line for this machine, built from
+    /// serve's arguments as given (each flag and its value as two words), as `config` builds it.
+    CheckRecommended(Vec<OsString>),
     /// `config`: a host's entry for serve with these arguments.
     Config(Box<ConfigRequest>),
     /// The sandbox check's probe, inside the sandbox.
@@ -84,6 +87,12 @@ impl Cli {
                     config: Box::new(c),
                     sandbox_check,
                 })
+            }
+            Command::Check(check) if check.sandbox.is_empty() => {
+                // The words after `check` (it has no flag of its own), read as `config` reads
+                // serve's.
+                let at = args.len().min(2);
+                super::config::serve_words(&args[at..], false).map(Invocation::CheckRecommended)
             }
             Command::Check(args) => {
                 let skipped = args.no_sandbox_check;
@@ -229,7 +238,12 @@ pub(super) mod tests {
     #[test]
     fn a_missing_flag_says_what_it_is_for() {
         let err = parse(&["serve", "--", "/usr/bin/env"]).unwrap_err();
-        assert_eq!(err, "--files is required: the folder the calls work in");
+        assert!(
+            err.starts_with(
+                "--files is required: the folder the calls work in (or --files-from roots"
+            ),
+            "{err}"
+        );
         let err = parse(&["serve"]).unwrap_err();
         assert!(err.starts_with("a sandbox is required after `--`"), "{err}");
     }

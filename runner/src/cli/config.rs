@@ -44,9 +44,14 @@ pub(super) struct ConfigArgs {
     /// user's (the default for gemini, the only one for codex and claude-desktop).
     #[arg(long, value_enum)]
     pub(super) scope: Option<Scope>,
-    /// With --write, replace an entry named `link-run` that is already there.
+    /// With --write, replace an entry named `link-run` that is already there; with --read,
+    /// show a path of the never-list anyway (with a warning).
     #[arg(long)]
     pub(super) force: bool,
+    /// A path the recommended line shows read-only, at its own place (repeatable); one of
+    /// the never-list (keys, tokens, histories, …) only with --force.
+    #[arg(long = "read", value_name = "PATH")]
+    pub(super) reads: Vec<std::path::PathBuf>,
     /// serve's arguments.
     #[command(flatten)]
     pub(super) serve: ServeArgs,
@@ -61,16 +66,19 @@ pub struct ConfigRequest {
     pub write: bool,
     /// The scope asked for, if any.
     pub scope: Option<Scope>,
-    /// Whether an entry of the same name may be replaced.
+    /// Whether an entry of the same name may be replaced, and a `--read` of the never-list
+    /// shown.
     pub force: bool,
+    /// `--read` paths, as given.
+    pub reads: Vec<std::path::PathBuf>,
     /// serve's arguments as given (without `serve`, `config`'s own flags and the host), each
     /// flag and its value as two words, the sandbox after `--`.
     pub serve_args: Vec<OsString>,
 }
 
-/// `config`'s own flags that take no value, and the one that takes one.
+/// `config`'s own flags that take no value, and those that take one.
 const OWN_SWITCHES: [&str; 2] = ["--write", "--force"];
-const OWN_VALUED: &str = "--scope";
+const OWN_VALUED: [&str; 2] = ["--scope", "--read"];
 /// serve's one flag without a value.
 const SERVE_SWITCH: &str = "--no-sandbox-check";
 
@@ -78,57 +86,70 @@ impl ConfigArgs {
     /// The request, with serve's arguments taken from `raw` (the words after `config`), which
     /// clap has already accepted.
     pub(super) fn request(self, raw: &[OsString]) -> Result<ConfigRequest, Refusal> {
-        let mut serve_args = Vec::new();
-        let mut words = raw.iter();
-        while let Some(word) = words.next() {
-            if word == "--" {
-                serve_args.push(word.clone());
-                serve_args.extend(words.by_ref().cloned());
-                break;
-            }
-            let Some(text) = word.to_str() else {
-                // clap took it, so it is a value it read as the host; hosts are ASCII.
-                return refuse(format!(
-                    "config: `{}` is not a flag of serve",
-                    word.to_string_lossy()
-                ));
-            };
-            if OWN_SWITCHES.contains(&text) || text.starts_with(&format!("{OWN_VALUED}=")) {
-                continue;
-            }
-            if text == OWN_VALUED {
-                words.next();
-                continue;
-            }
-            if text == SERVE_SWITCH {
-                serve_args.push(word.clone());
-                continue;
-            }
-            if let Some(flag) = text.strip_prefix("--") {
-                match flag.split_once('=') {
-                    Some((name, value)) => {
-                        serve_args.push(OsString::from(format!("--{name}")));
-                        serve_args.push(OsString::from(value));
-                    }
-                    None => {
-                        serve_args.push(word.clone());
-                        if let Some(value) = words.next() {
-                            serve_args.push(value.clone());
-                        }
-                    }
-                }
-                continue;
-            }
-            // The one word that is not a flag nor a flag's value: the host.
-        }
+        let serve_args = serve_words(raw, true)?;
         Ok(ConfigRequest {
             host: self.host,
             write: self.write,
             scope: self.scope,
             force: self.force,
+            reads: self.reads,
             serve_args,
         })
     }
+}
+
+/// serve's arguments among `raw` (the words after the subcommand, which clap has accepted), in
+/// their order, each flag and its value as two words, the sandbox after `--`; with `own`,
+/// `config`'s own flags and the host are left out.
+pub(super) fn serve_words(raw: &[OsString], own: bool) -> Result<Vec<OsString>, Refusal> {
+    let mut serve_args = Vec::new();
+    let mut words = raw.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            serve_args.push(word.clone());
+            serve_args.extend(words.by_ref().cloned());
+            break;
+        }
+        let Some(text) = word.to_str() else {
+            // clap took it, so it is a value it read as the host; hosts are ASCII.
+            return refuse(format!(
+                "`{}` is not a flag of serve",
+                word.to_string_lossy()
+            ));
+        };
+        let own_flag = OWN_SWITCHES.contains(&text)
+            || OWN_VALUED
+                .iter()
+                .any(|flag| text.starts_with(&format!("{flag}=")));
+        if own && own_flag {
+            continue;
+        }
+        if own && OWN_VALUED.contains(&text) {
+            words.next();
+            continue;
+        }
+        if text == SERVE_SWITCH {
+            serve_args.push(word.clone());
+            continue;
+        }
+        if let Some(flag) = text.strip_prefix("--") {
+            match flag.split_once('=') {
+                Some((name, value)) => {
+                    serve_args.push(OsString::from(format!("--{name}")));
+                    serve_args.push(OsString::from(value));
+                }
+                None => {
+                    serve_args.push(word.clone());
+                    if let Some(value) = words.next() {
+                        serve_args.push(value.clone());
+                    }
+                }
+            }
+            continue;
+        }
+        // The one word that is not a flag nor a flag's value: config's host.
+    }
+    Ok(serve_args)
 }
 
 #[cfg(test)]
@@ -148,6 +169,9 @@ mod tests {
             "4m",
             "--no-sandbox-check",
             "--scope=user",
+            "--read",
+            "~/.config/tool",
+            "--read=/etc/x",
             "--",
             "bwrap",
             "--write",
@@ -158,6 +182,13 @@ mod tests {
         assert_eq!(request.host, Host::Gemini);
         assert!(request.write && request.force);
         assert_eq!(request.scope, Some(Scope::User));
+        assert_eq!(
+            request.reads,
+            [
+                std::path::PathBuf::from("~/.config/tool"),
+                std::path::PathBuf::from("/etc/x")
+            ]
+        );
         let words: Vec<OsString> = [
             "--files",
             "~/w",

@@ -12,12 +12,14 @@
 //! | `serve` | the checks of the flags every call runs under |
 //! | `background` | the checks of `--state` and the flags that come with it |
 //! | `sandbox` | the sandbox after `--`, its program resolved once |
+//! | `caches` | the cache folders (`--cache`): absolute, existing, away from what is never bound |
 //! | `paths` | absolute paths, folders, the state folder that may not exist yet |
 //! | `defaults` | where things are when no flag says: `lnk-link-supervise`, Link's keyring |
 //! | `refusal` | a refusal to start, one line |
 
 mod args;
 mod background;
+mod caches;
 mod command;
 mod config;
 mod defaults;

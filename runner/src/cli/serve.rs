@@ -1,11 +1,15 @@
 //! The checks of the flags every call runs under: the files folder, the programs, the
 //! limits; then the background flags and the sandbox.
 
-use super::args::ServeArgs;
+use super::args::{FilesFromArg, ServeArgs};
 use super::paths::{canonical_folder, must_be_absolute};
 use super::refusal::{Refusal, refuse, required};
 use super::sandbox::sandbox_with_absolute_program;
-use crate::config::Config;
+use crate::config::{Config, FilesFrom};
+
+/// What `--files` is for, when it is missing.
+const FILES_ARE_FOR: &str = "the folder the calls work in (or --files-from roots: the folder the \
+                             host was started in, each session its own project)";
 
 impl ServeArgs {
     /// Checks every flag, in the order a person reads them, into a [`Config`].
@@ -18,13 +22,28 @@ impl ServeArgs {
                  never runs programs without one",
             );
         }
-        let files = required(
-            self.files.clone(),
-            "--files",
-            "the folder the calls work in",
-        )?;
-        must_be_absolute(&files, "--files")?;
-        let files = canonical_folder(&files, "--files")?;
+        let (files, files_from) = match (&self.files, self.files_from) {
+            (Some(_), Some(_)) => {
+                return refuse(
+                    "--files and --files-from roots cannot both be given: --files names one \
+                     folder for every session, --files-from roots takes each session's project \
+                     from the client",
+                );
+            }
+            (files, None) => {
+                let files = required(files.clone(), "--files", FILES_ARE_FOR)?;
+                must_be_absolute(&files, "--files")?;
+                (canonical_folder(&files, "--files")?, FilesFrom::Flag)
+            }
+            // The project is chosen once the client is known; until then, the folder serve
+            // was started in stands for it.
+            (None, Some(FilesFromArg::Roots)) => (
+                std::env::current_dir()
+                    .and_then(|dir| dir.canonicalize())
+                    .unwrap_or_default(),
+                FilesFrom::Roots,
+            ),
+        };
         let programs_path = required(
             self.programs_path.clone(),
             "--programs-path",
@@ -63,17 +82,33 @@ impl ServeArgs {
                 programs.push(name.clone());
             }
         }
-        let background = self.check_background(&files)?;
+        if let Err(refusal) = crate::program::all_found(
+            &programs,
+            &programs_path,
+            std::env::var_os("PATH").as_deref(),
+        ) {
+            return refuse(refusal);
+        }
+        let background = self.check_background(&files, files_from)?;
+        let caches = super::caches::check(&self.caches, &files, background.as_ref())?;
+        let net = match lnk_proc::net::AllowList::parse(self.net_allow.iter().map(String::as_str)) {
+            Ok(allow) if allow.is_empty() => None,
+            Ok(allow) => Some(std::sync::Arc::new(allow)),
+            Err(why) => return refuse(format!("--net-allow {why}")),
+        };
         let sandbox = sandbox_with_absolute_program(&self.sandbox)?;
         Ok(Config {
             files,
+            files_from,
             programs_path,
             timeout,
             output,
             programs,
             vars: self.vars,
             background,
+            net,
             sandbox,
+            caches: crate::caches::Caches::new(caches),
         })
     }
 }

@@ -3,14 +3,18 @@
 //!
 //! | host | scope (default first) | file | with it |
 //! |---|---|---|---|
-//! | Claude Code | project | `<files>/.mcp.json` | `<files>/.claude/settings.local.json`: `enabledMcpjsonServers`, `permissions.allow` |
-//! | | user | `~/.claude.json` | `~/.claude/settings.json`: `permissions.allow` |
+//! | Claude Code | user | `~/.claude.json` | `~/.claude/settings.json`: `permissions.allow` |
+//! | | project | `<files>/.mcp.json` | `<files>/.claude/settings.local.json`: `permissions.allow` |
 //! | Codex CLI | user | `$CODEX_HOME/config.toml` or `~/.codex/config.toml` | `default_tools_approval_mode`, `tool_timeout_sec` in the table |
 //! | Gemini CLI | user | `~/.gemini/settings.json` | `timeout`, `trust`; `~/.gemini/trustedFolders.json` |
-//! | | project | `<files>/.gemini/settings.json` | the same |
+//! | | project | `<files>/.gemini/settings.json` | `timeout`; `~/.gemini/trustedFolders.json` |
 //! | Claude Desktop | user | `$XDG_CONFIG_HOME/Claude/claude_desktop_config.json` | — |
-//! | VS Code | project | `<files>/.vscode/mcp.json` | `type: stdio` |
-//! | | user | `$XDG_CONFIG_HOME/Code/User/mcp.json` | the same |
+//! | VS Code | user | `$XDG_CONFIG_HOME/Code/User/mcp.json` | `type: stdio` |
+//! | | project | `<files>/.vscode/mcp.json` | the same |
+//!
+//! A project-scope file lies in the files folder, where the agent's programs write: nothing
+//! there approves a server up front (no `enabledMcpjsonServers`, no `trust`), so that a server
+//! a program could plant there is never started without the person saying yes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -154,7 +158,7 @@ pub fn plan(host: Host, scope: Option<Scope>, entry: &Entry) -> Result<HostPlan,
     let files = entry.files.display().to_string();
     let timeout_ms = entry.host_timeout_ms();
     Ok(match host {
-        Host::ClaudeCode => claude_code(scope.unwrap_or(Scope::Project), entry),
+        Host::ClaudeCode => claude_code(scope.unwrap_or(Scope::User), entry),
         Host::Codex => {
             only_user("Codex CLI")?;
             let folder = std::env::var_os("CODEX_HOME")
@@ -190,10 +194,13 @@ pub fn plan(host: Host, scope: Option<Scope>, entry: &Entry) -> Result<HostPlan,
                 Scope::User => entry.home.join(".gemini/settings.json"),
                 Scope::Project => entry.files.join(".gemini/settings.json"),
             };
-            let server = entry.server(vec![
-                ("timeout", Json::Num(timeout_ms)),
-                ("trust", Json::Bool(true)),
-            ]);
+            // Trusting the server (its tools run without asking) only where no program of the
+            // agent's can plant one of the same name.
+            let mut settings_more = vec![("timeout", Json::Num(timeout_ms))];
+            if scope == Scope::User {
+                settings_more.push(("trust", Json::Bool(true)));
+            }
+            let server = entry.server(settings_more);
             let scope_word = if scope == Scope::User {
                 "user"
             } else {
@@ -203,14 +210,11 @@ pub fn plan(host: Host, scope: Option<Scope>, entry: &Entry) -> Result<HostPlan,
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
-            line.extend([
-                "--timeout".to_owned(),
-                timeout_ms.to_string(),
-                "--trust".to_owned(),
-                SERVER.to_owned(),
-                entry.command.clone(),
-                "--".to_owned(),
-            ]);
+            line.extend(["--timeout".to_owned(), timeout_ms.to_string()]);
+            if scope == Scope::User {
+                line.push("--trust".to_owned());
+            }
+            line.extend([SERVER.to_owned(), entry.command.clone(), "--".to_owned()]);
             line.extend(entry.args.iter().cloned());
             HostPlan {
                 files: vec![
@@ -264,7 +268,7 @@ pub fn plan(host: Host, scope: Option<Scope>, entry: &Entry) -> Result<HostPlan,
             }
         }
         Host::Vscode => {
-            let scope = scope.unwrap_or(Scope::Project);
+            let scope = scope.unwrap_or(Scope::User);
             let path = match scope {
                 Scope::Project => entry.files.join(".vscode/mcp.json"),
                 Scope::User => entry.config_home().join("Code/User/mcp.json"),
@@ -324,32 +328,40 @@ fn claude_code(scope: Scope, entry: &Entry) -> HostPlan {
         SERVER.to_owned(),
         server.compact(),
     ];
-    let (entry_file, settings_file, mut settings) = match scope {
+    // No `enabledMcpjsonServers` in the project: Claude Code asks once whether to use the
+    // project's server, so that one a program put in `.mcp.json` never starts unasked.
+    let (entry_file, settings_file) = match scope {
         Scope::Project => (
             entry.files.join(".mcp.json"),
             entry.files.join(".claude/settings.local.json"),
-            vec![Edit::JsonAdd {
-                path: vec![],
-                key: "enabledMcpjsonServers",
-                item: SERVER.to_owned(),
-            }],
         ),
         Scope::User => (
             entry.home.join(".claude.json"),
             entry.home.join(".claude/settings.json"),
-            vec![],
         ),
     };
-    settings.push(Edit::JsonAdd {
+    let settings = vec![Edit::JsonAdd {
         path: vec!["permissions"],
         key: "allow",
         item: allow,
-    });
+    }];
     let in_folder = if scope == Scope::Project {
         format!(", in {files}")
     } else {
         String::new()
     };
+    let mut notes = vec![format!(
+        "Or from the command line{in_folder} (the settings above still go in by hand):\n{}",
+        shell_line(&line)
+    )];
+    if scope == Scope::Project {
+        notes.push(
+            "Claude Code asks, the first time it starts in the folder, whether to use the \
+             project's link-run server: say yes (nothing in the folder says it for you, so that \
+             a server the agent's programs could put there is never started unasked)"
+                .to_owned(),
+        );
+    }
     HostPlan {
         files: vec![
             FilePlan {
@@ -359,14 +371,11 @@ fn claude_code(scope: Scope, entry: &Entry) -> HostPlan {
             },
             FilePlan {
                 path: settings_file,
-                what: "Claude Code's settings: the server and its tools allowed up front".into(),
+                what: "Claude Code's settings: the server's tools allowed up front".into(),
                 edits: settings,
             },
         ],
-        notes: vec![format!(
-            "Or from the command line{in_folder} (the settings above still go in by hand):\n{}",
-            shell_line(&line)
-        )],
+        notes,
         next: format!("start `claude` in {files}"),
     }
 }
@@ -423,6 +432,29 @@ mod tests {
         assert!(plan(Host::Codex, Some(Scope::Project), &e).is_err());
         assert!(plan(Host::ClaudeDesktop, Some(Scope::Project), &e).is_err());
         let p = plan(Host::ClaudeCode, None, &e).map_err(|e| e.to_string());
-        assert!(p.is_ok_and(|p| p.files[0].path == Path::new("/w/.mcp.json")));
+        assert!(p.is_ok_and(|p| p.files[0].path == Path::new("/h/.claude.json")));
+    }
+
+    #[test]
+    fn nothing_in_the_files_folder_approves_a_server() {
+        let e = entry(Duration::from_secs(50));
+        for host in [Host::ClaudeCode, Host::Gemini, Host::Vscode] {
+            let plan = plan(host, Some(Scope::Project), &e).unwrap_or_else(|e| panic!("{e}"));
+            for file in plan.files.iter().filter(|f| f.path.starts_with("/w")) {
+                for edit in &file.edits {
+                    match edit {
+                        Edit::JsonAdd { key, .. } => assert_ne!(*key, "enabledMcpjsonServers"),
+                        Edit::JsonSet { value, .. } => {
+                            assert!(
+                                !value.compact().contains("\"trust\""),
+                                "{}",
+                                value.compact()
+                            )
+                        }
+                        Edit::Codex { .. } => {}
+                    }
+                }
+            }
+        }
     }
 }

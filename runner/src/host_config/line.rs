@@ -5,8 +5,10 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::machine::MachinePart;
+
 /// The flags whose value is a path that serve needs absolute.
-const PATH_FLAGS: [&str; 4] = ["--files", "--state", "--keyring", "--way-in"];
+const PATH_FLAGS: [&str; 5] = ["--files", "--state", "--keyring", "--way-in", "--cache"];
 
 /// The README's recommended line after the bubblewrap program, with `FILES` for `--files`.
 const RECOMMENDED: &[&str] = &[
@@ -40,6 +42,7 @@ const RECOMMENDED: &[&str] = &[
     "--bind",
     FILES,
     FILES,
+    "{protected}",
     "--unshare-all",
     "--cap-drop",
     "ALL",
@@ -56,6 +59,39 @@ pub struct ServeLine {
     pub argv: Vec<OsString>,
     /// Whether the sandbox is the recommended line this made.
     pub recommended: bool,
+}
+
+impl ServeLine {
+    /// Adds the machine's part of the recommended line: its `--var`s after the person's
+    /// flags, its words right before the files folder's bind (the home's tmpfs and what is
+    /// shown of it go under the files folder, which may lie in the home).
+    pub fn add_machine(&mut self, part: &MachinePart, files: &Path) -> Result<(), String> {
+        let separator = self
+            .argv
+            .iter()
+            .position(|w| w == "--")
+            .unwrap_or(self.argv.len());
+        let vars = part
+            .vars
+            .iter()
+            .flat_map(|(name, value)| ["--var".into(), OsString::from(format!("{name}={value}"))]);
+        self.argv.splice(separator..separator, vars);
+        let files = files.as_os_str();
+        let bind = self
+            .argv
+            .windows(2)
+            .rposition(|pair| pair[0] == "--bind" && (pair[1] == files || pair[1] == FILES))
+            .ok_or("the recommended line does not bind the files folder")?;
+        self.argv
+            .splice(bind..bind, part.words.iter().map(OsString::from));
+        Ok(())
+    }
+}
+
+/// `path` as the person's shell would mean it: `~` and `~/…` in `home`, relative ones in the
+/// folder `config` runs in.
+pub fn expanded(path: &Path, home: &Path) -> Result<PathBuf, String> {
+    absolute("--read", path.as_os_str(), home).map(PathBuf::from)
 }
 
 /// The person's home, which `~` stands for.
@@ -138,6 +174,11 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
     // A lone `--`, or `--` alone after the sandbox's own: no sandbox given.
     let given = sandbox.filter(|words| words.iter().any(|w| w != "--"));
     let recommended = given.is_none();
+    // With --files-from roots the line keeps the word {files}, which serve fills in with each
+    // session's project folder.
+    if files.is_none() && argv.iter().any(|w| w == "--files-from") {
+        files = Some(OsString::from(FILES));
+    }
     let sandbox = match given {
         Some(words) => words,
         None => {
@@ -150,7 +191,7 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
             };
             let bwrap =
                 find_bwrap(std::env::var_os("PATH").as_deref()).ok_or_else(install_bubblewrap)?;
-            std::iter::once(bwrap.into_os_string())
+            let mut line: Vec<OsString> = std::iter::once(bwrap.into_os_string())
                 .chain(RECOMMENDED.iter().map(|word| {
                     if *word == FILES {
                         files.clone()
@@ -158,7 +199,10 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
                         OsString::from(word)
                     }
                 }))
-                .collect()
+                .collect();
+            // This machine's caches: `--cache` flags, and `{caches}` after the files' bind.
+            super::caches::add(&mut argv, &mut line, home, Path::new(&files));
+            line
         }
     };
     argv.push(OsString::from("--"));

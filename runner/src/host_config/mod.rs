@@ -10,15 +10,26 @@
 //! goes, the host's settings in other files, the host's own one-line command), or with `--write`
 //! merges it into the host's files, keeping everything else and a backup of each.
 //!
-//! Its parts: [`line`] makes serve's command line; [`hosts`] knows each host's files and
+//! The entry goes in the person's own files by default (user scope): out of the agent's
+//! programs' reach. A host's file in the files folder (project scope) is written only where the
+//! sandbox holds it read-only (the line holds `{protected}`, and the file is one of the
+//! protected paths), approves no server up front, and is reached without following links
+//! ([`write::InFiles`]).
+//!
+//! Its parts: [`line`] makes serve's command line (with [`caches`], this machine's caches); [`hosts`] knows each host's files and
 //! settings; [`render`] writes the entries; [`json_edit`] and [`codex_toml`] merge them into
 //! what is there; [`write`] replaces a file safely.
 
+mod caches;
 mod codex_toml;
 mod hosts;
 mod json_edit;
 mod line;
+mod machine;
+mod never;
+mod recommended;
 mod render;
+mod toolchains;
 mod write;
 
 use std::ffi::OsString;
@@ -28,14 +39,14 @@ use std::process::ExitCode;
 use crate::cli::ConfigRequest;
 use hosts::{Edit, FilePlan, HostPlan};
 use json_edit::{EditError, JsonDoc};
+pub use recommended::report as check_recommended;
 
 /// Runs `config`: exit 0 when the entry was printed or written, else one line on stderr and
 /// [`crate::exit_code::REFUSED`], with nothing written.
 pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
     let home = line::home()?;
-    let line = line::serve_line(&request.serve_args, &home)?;
-    let (config, skipped) = crate::cli::check_serve_line(&line.argv)
-        .map_err(|refusal| format!("serve would refuse these arguments: {refusal}"))?;
+    let made = recommended::make(&request.serve_args, &home, &request.reads, request.force)?;
+    let (line, config, skipped) = (made.line, made.config, made.skipped);
     // The flags as made above, then the sandbox as serve will run it: its program resolved to
     // an absolute path (`serve_line` always puts in the `--`).
     let separator = line
@@ -60,18 +71,27 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
             })
         })
         .collect::<Result<Vec<String>, String>>()?;
-    let mut warnings = Vec::new();
+    let mut warnings = made
+        .machine
+        .as_ref()
+        .map(|part| part.warnings.clone())
+        .unwrap_or_default();
     if skipped {
         warnings.push(
             "--no-sandbox-check is given: the sandbox was not checked, and serve will not check \
              it either"
                 .to_owned(),
         );
-    } else {
-        let (found, _) = crate::check::before_serving(&config, false)
+        warnings.extend(config.caches.warning());
+    }
+    // With --files-from roots, a folder stands for the projects (`crate::project::stand_in`).
+    let stand_in = crate::project::stand_in(&config)?;
+    if !skipped {
+        let (found, _) = crate::check::before_serving(&stand_in.config, false)
             .map_err(|refusal| format!("serve would refuse to start: {refusal}"))?;
         warnings.extend(found);
     }
+    let config = &stand_in.config;
     let command = std::env::current_exe()
         .map_err(|err| {
             format!(
@@ -89,33 +109,62 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
         timeout: config.timeout,
         home: home.clone(),
     };
-    let plan = hosts::plan(request.host, request.scope, &entry)?;
+    let mut plan = hosts::plan(request.host, request.scope, &entry)?;
+    let roots = stand_in.note.is_some();
+    if let Some(made) = stand_in.made()
+        && plan.files.iter().any(|f| f.path.starts_with(made))
+    {
+        return Err(format!(
+            "with --files-from roots, a project-scope entry goes into the project this runs in, \
+             and {} may not be a project's folder: run it in the project's folder, or give \
+             --scope user (one entry for every project)",
+            std::env::current_dir().unwrap_or_default().display()
+        ));
+    }
+    // A host's file in the files folder can be changed by the agent's programs, and the host
+    // starts whatever it then says: only one the sandbox holds read-only will do.
+    for file in &plan.files {
+        if let Ok(rel) = file.path.strip_prefix(&config.files) {
+            protected_in_files(config, rel, &file.path)?;
+        }
+    }
+    if roots {
+        plan.next.push_str(
+            " (with --files-from roots, each session works in the folder the host was started \
+             in: start it in any project's folder)",
+        );
+    }
     let mut err = String::new();
     for warning in &warnings {
         err.push_str(&format!("warning: {warning}\n"));
     }
-    // A host's file in the files folder can be changed by the agent's programs, and the host
-    // starts whatever it then says.
-    for file in plan
-        .files
-        .iter()
-        .filter(|f| f.path.starts_with(&config.files))
-    {
-        err.push_str(&format!(
-            "warning: {} is inside --files, where the agent's programs can write: a program \
-             could change what the host starts next time (--scope user keeps it out of their \
-             reach, where the host has one)\n",
-            file.path.display()
-        ));
+    if let Some(note) = &stand_in.note {
+        err.push_str(&format!("{note}\n"));
     }
-    if line.recommended {
-        err.push_str("The sandbox is the recommended bubblewrap line, with --files bound.\n");
+    if let Some(part) = &made.machine {
+        err.push_str(if roots {
+            "The sandbox is the recommended bubblewrap line, with {files} bound (serve fills in \
+             each session's project folder), and for this machine:\n"
+        } else {
+            "The sandbox is the recommended bubblewrap line, with --files bound, and for this \
+             machine:\n"
+        });
+        for note in &part.notes {
+            err.push_str(&format!("  {note}\n"));
+        }
     }
     let mut out = String::new();
     if request.write {
-        let texts = merged(&plan, request.force, &home)?;
+        let texts = merged(&plan, request.force, &home, &config.files)?;
         for (file, text) in plan.files.iter().zip(texts) {
-            let written = write::replace(&file.path, &text)?;
+            let written = match file.path.strip_prefix(&config.files) {
+                Ok(rel) => write::InFiles {
+                    files: &config.files,
+                    rel,
+                }
+                .replace(&text)?,
+                Err(_) => write::replace(&file.path, &text)?,
+            };
             out.push_str(&format!("wrote {} ({})", written.path.display(), file.what));
             match written.backup {
                 Some(backup) => out.push_str(&format!("; as it was: {}\n", backup.display())),
@@ -157,11 +206,54 @@ fn fresh(file: &FilePlan) -> Result<String, String> {
     apply(file, "", false).map_err(|err| describe(file, err))
 }
 
-/// Every file's new text, or the refusal: nothing is written unless every file can be.
-fn merged(plan: &HostPlan, force: bool, home: &std::path::Path) -> Result<Vec<String>, String> {
+/// Refuses a host's file in the files folder (`path`, `rel` to it) that the sandbox does not
+/// hold read-only: the line must hold `{protected}`, and the file be one of its paths.
+fn protected_in_files(
+    config: &crate::config::Config,
+    rel: &std::path::Path,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    use crate::sandbox_line::protected::{PROTECTED, names::TOP};
+    let top = rel.components().next().map(|c| c.as_os_str());
+    let named = top.is_some_and(|top| TOP.iter().any(|name| top == name.name));
+    if !named {
+        return Err(format!(
+            "{} lies in the files folder, where the agent's programs write, and is none of the \
+             protected paths the sandbox holds read-only: a program could change what the host \
+             starts next time; give --files a folder that does not hold the host's own files, \
+             or another --scope; nothing was written",
+            path.display()
+        ));
+    }
+    if !crate::sandbox_line::holds_protected(&config.sandbox) {
+        return Err(format!(
+            "--scope project puts the entry in {}, in the files folder, and this sandbox line \
+             lets the agent's programs change it (it does not hold `{PROTECTED}`, which makes \
+             the protected paths read-only): a program could change what the host starts next \
+             time. Leave out --scope (the entry then goes in your own settings), or put \
+             `{PROTECTED}` right after the files folder's bind, as the recommended line does; \
+             nothing was written",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Every file's new text, or the refusal: nothing is written unless every file can be. A file
+/// in the files folder (`files`) is read without following links.
+fn merged(
+    plan: &HostPlan,
+    force: bool,
+    home: &std::path::Path,
+    files: &std::path::Path,
+) -> Result<Vec<String>, String> {
     let mut texts = Vec::new();
     for file in &plan.files {
-        let before = write::read(&file.path)?.unwrap_or_default();
+        let before = match file.path.strip_prefix(files) {
+            Ok(rel) => write::InFiles { files, rel }.read()?,
+            Err(_) => write::read(&file.path)?,
+        }
+        .unwrap_or_default();
         let after = apply(file, &before, force).map_err(|err| match err {
             EditError::Exists(what) => format!(
                 "{} already has `{what}`; give --force to replace it (a backup is kept), or \

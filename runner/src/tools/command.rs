@@ -85,12 +85,19 @@ pub fn prepare(
         Some(text) => Some(budget.take(text).map_err(|e| e.to_string())?),
         None => None,
     };
+    let (line, words) = config
+        .command_line_and_words(&program, &args.args)
+        .map_err(|why| format!("the call's sandbox cannot be made: {why}. Nothing ran"))?;
     Ok(CallSpec {
-        argv: config.command_line(&program, &args.args),
+        argv: line.words,
+        passed: line.passed,
+        protected: line.protected,
+        caches: config.layers(),
         cwd,
         input,
         timeout: config.timeout,
         output: config.output,
+        net: config.net.as_ref().map(|allow| (Arc::clone(allow), words)),
     })
 }
 
@@ -108,13 +115,16 @@ mod tests {
     fn config(files: PathBuf) -> Config {
         Config {
             files,
+            files_from: crate::config::FilesFrom::Flag,
             programs_path: "/usr/bin:/bin".into(),
             timeout: Duration::from_secs(7),
             output: 64,
             programs: vec!["true".into(), "echo".into()],
             vars: vec![("DISPLAY".into(), ":1".into())],
             background: None,
+            net: None,
             sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+            caches: Default::default(),
         }
     }
 

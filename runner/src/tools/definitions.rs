@@ -43,6 +43,15 @@ fn command_description(config: &Config) -> String {
         let names: Vec<&str> = config.vars.iter().map(|(n, _)| n.as_str()).collect();
         format!(" Its environment has {}.", names.join(", "))
     };
+    let network = match &config.net {
+        Some(allow) => format!(
+            " Its network reaches these hosts only, through Link Run's proxy (HTTP_PROXY, \
+             HTTPS_PROXY and the like are set): {}; anything else is refused, and the answer's \
+             `network` names each refusal and why.",
+            allow.texts().join(", ")
+        ),
+        None => String::new(),
+    };
     format!(
         "Runs one program in a sandbox and returns how it ended and its output. Programs that may \
          be run: {programs}. `args` are passed as they are, with no shell. The working folder is \
@@ -50,8 +59,8 @@ fn command_description(config: &Config) -> String {
          outside it. `input` is written to the program's stdin; without it stdin is empty. \
          Limits: after {timeout} the program and everything it started are killed; each of \
          stdout and stderr keeps its first {half} and last {half} bytes and counts the rest; \
-         processes still running a second after the program exits are killed.{vars} A \
-         non-zero exit is reported, not an error.",
+         processes still running a second after the program exits are killed.{vars}{network} \
+         A non-zero exit is reported, not an error.",
         programs = config.programs.join(", "),
         timeout = humantime::format_duration(config.timeout),
     )
@@ -98,7 +107,8 @@ fn command_output_schema() -> Value {
             "stdout_bytes": count,
             "stderr_bytes": count,
             "elapsed_ms": count,
-            "leftovers_killed": {"type": "boolean", "description": "Whether processes it left running were killed a second after it exited."}
+            "leftovers_killed": {"type": "boolean", "description": "Whether processes it left running were killed a second after it exited."},
+            "network": crate::net::render::schema()
         },
         "required": ["exit_code", "signal", "timed_out", "stdout", "stderr", "stdout_bytes", "stderr_bytes", "elapsed_ms", "leftovers_killed"],
         "additionalProperties": false

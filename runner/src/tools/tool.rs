@@ -22,12 +22,20 @@ pub enum Tool {
     Stop,
     /// `write`: type into an interactive run's stdin.
     Write,
+    /// `watch`: wait, in the background, for a line in a run's output or its end.
+    Watch,
 }
 
 impl Tool {
     /// The tools that need background runs (`--state`).
-    pub const BACKGROUND: [Tool; 5] =
-        [Tool::Start, Tool::List, Tool::Read, Tool::Write, Tool::Stop];
+    pub const BACKGROUND: [Tool; 6] = [
+        Tool::Start,
+        Tool::List,
+        Tool::Read,
+        Tool::Write,
+        Tool::Stop,
+        Tool::Watch,
+    ];
 
     /// Its name in `tools/list` and `tools/call`.
     pub fn name(self) -> &'static str {
@@ -38,6 +46,7 @@ impl Tool {
             Tool::Read => "read",
             Tool::Stop => "stop",
             Tool::Write => "write",
+            Tool::Watch => "watch",
         }
     }
 
@@ -92,6 +101,7 @@ impl Tool {
             }
             (Tool::Stop, Some(settings)) => background::stop(settings, arguments),
             (Tool::Write, Some(settings)) => background::write(settings, arguments),
+            (Tool::Watch, Some(settings)) => return background::watch(ctx, settings, arguments),
         };
         Some(answer.into())
     }

@@ -19,6 +19,7 @@ use lnk_common::record::Record;
 use lnk_common::stdin::{self, ChannelReply, ChannelRequest, Listener, Mode, WRITE_MAX};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, pipe_with};
+use rustix::process::Signal;
 
 /// What the supervisor holds of the run's stdin.
 #[derive(Debug, Default)]
@@ -117,9 +118,10 @@ impl RunStdin {
         self.listener.as_ref().map(Listener::fd)
     }
 
-    /// Answers every request waiting on the channel; `interrupt` is called for each Ctrl-C
-    /// typed on the run's terminal ([`Self::take`]).
-    pub fn serve(&mut self, interrupt: &mut dyn FnMut()) {
+    /// Answers every request waiting on the channel; `signal` is called for each Ctrl-C,
+    /// Ctrl-\ or Ctrl-Z typed on the run's terminal, with the signal it stands for
+    /// ([`Self::take`]).
+    pub fn serve(&mut self, signal: &mut dyn FnMut(Signal)) {
         // A bound, so that a flood of requests cannot keep the run's output from being copied.
         for _ in 0..16 {
             let Some(listener) = &self.listener else {
@@ -127,7 +129,7 @@ impl RunStdin {
             };
             match listener.next() {
                 Ok(Some(request)) => {
-                    let reply = self.take(&request, interrupt);
+                    let reply = self.take(&request, signal);
                     stdin::answer(&request.conn, &reply);
                 }
                 Ok(None) => return,
@@ -143,11 +145,12 @@ impl RunStdin {
     }
 
     /// Writes a request's text to the program's stdin, as much as it takes at once. On a
-    /// terminal whose signals are on (`ISIG`), each interrupt character (Ctrl-C, unless the
-    /// program changed it) is not written but sent as `interrupt`, in its place in the text:
-    /// the terminal would signal its foreground group, which under a sandbox that starts its
-    /// program in a session of its own is the sandbox, not the program.
-    fn take(&mut self, request: &ChannelRequest, interrupt: &mut dyn FnMut()) -> ChannelReply {
+    /// terminal whose signals are on (`ISIG`), each signal character (Ctrl-C, Ctrl-\ and
+    /// Ctrl-Z, unless the program changed them) is not written but sent as `signal` (SIGINT,
+    /// SIGQUIT, SIGTSTP), in its place in the text: the terminal would signal its foreground
+    /// group, which under a sandbox that starts its program in a session of its own is the
+    /// sandbox, not the program.
+    fn take(&mut self, request: &ChannelRequest, signal: &mut dyn FnMut(Signal)) -> ChannelReply {
         if self.writer.is_none() {
             return if self.eof_sent {
                 ChannelReply::Closed
@@ -155,20 +158,21 @@ impl RunStdin {
                 ChannelReply::ProgramClosed
             };
         }
-        let intr = self.writer.as_ref().and_then(interrupt_char);
+        let keys = self.writer.as_ref().map(signal_keys).unwrap_or_default();
+        let of = |b: u8| keys.iter().find(|(key, _)| *key == b).map(|(_, sig)| *sig);
         let mut taken = 0;
-        for part in request.text.split_inclusive(|b| Some(*b) == intr) {
-            let (text, typed_intr) = match part.split_last() {
-                Some((last, text)) if Some(*last) == intr => (text, true),
-                _ => (part, false),
+        for part in request.text.split_inclusive(|b| of(*b).is_some()) {
+            let (text, typed) = match part.split_last() {
+                Some((last, text)) if of(*last).is_some() => (text, of(*last)),
+                _ => (part, None),
             };
             match self.write_part(text) {
                 ChannelReply::Taken { taken: n, .. } => taken += n,
                 ChannelReply::Full { taken: n } => return ChannelReply::Full { taken: taken + n },
                 other => return other,
             }
-            if typed_intr {
-                interrupt();
+            if let Some(typed) = typed {
+                signal(typed);
                 taken += 1;
             }
         }
@@ -238,18 +242,31 @@ impl RunStdin {
     }
 }
 
-/// The interrupt character of the terminal `writer` is the master of, when its signals are on
-/// (`ISIG`); `None` for a pipe, or when the program turned them off (raw mode) or disabled
-/// the character: then Ctrl-C is a byte like any other.
-fn interrupt_char(writer: &OwnedFd) -> Option<u8> {
+/// The signal characters of the terminal `writer` is the master of, with the signal each
+/// stands for, when its signals are on (`ISIG`): none for a pipe, or when the program turned
+/// them off (raw mode); a character the program disabled is left out. Such characters are then
+/// bytes like any other.
+fn signal_keys(writer: &OwnedFd) -> Vec<(u8, Signal)> {
     use rustix::termios::{LocalModes, SpecialCodeIndex, tcgetattr};
     if !rustix::termios::isatty(writer) {
-        return None;
+        return Vec::new();
     }
     // On a pseudo-terminal's master, the settings read are the terminal's (its slave's).
-    let termios = tcgetattr(writer).ok()?;
-    let intr = termios.special_codes[SpecialCodeIndex::VINTR];
-    (termios.local_modes.contains(LocalModes::ISIG) && intr != 0).then_some(intr)
+    let Ok(termios) = tcgetattr(writer) else {
+        return Vec::new();
+    };
+    if !termios.local_modes.contains(LocalModes::ISIG) {
+        return Vec::new();
+    }
+    [
+        (SpecialCodeIndex::VINTR, Signal::INT),
+        (SpecialCodeIndex::VQUIT, Signal::QUIT),
+        (SpecialCodeIndex::VSUSP, Signal::TSTP),
+    ]
+    .into_iter()
+    .map(|(index, signal)| (termios.special_codes[index], signal))
+    .filter(|(key, _)| *key != 0)
+    .collect()
 }
 
 /// `fd` again, above fd 4 (a gate's fds 3 and 4 are placed from the supervisor's), close-on-exec.

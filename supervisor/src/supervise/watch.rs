@@ -81,6 +81,9 @@ pub struct Run<'a> {
     pub pipe: Option<File>,
     pub deadline: Instant,
     pub stdin: &'a mut RunStdin,
+    /// The sandbox program, as `/proc/<pid>/exe` shows it: its processes are not the run's
+    /// programs ([`lnk_proc::run_signal::sandbox_exe`]).
+    pub sandbox_exe: Option<std::path::PathBuf>,
 }
 
 impl Run<'_> {
@@ -149,7 +152,11 @@ impl Run<'_> {
             }
             if is_ready(channel_at) {
                 let gate = &*self.gate;
-                self.stdin.serve(&mut || gate.interrupt());
+                let exe = &self.sandbox_exe;
+                self.stdin.serve(&mut |signal| {
+                    let signalled = gate.signal_programs(signal, exe.as_deref());
+                    tracing::info!(?signal, signalled, "typed on the run's terminal");
+                });
             }
             if ready[2] {
                 for event in self.gate.reports.read()? {

@@ -46,6 +46,8 @@ fn run(id: &str, started_at_ms: u64) -> Record {
         hops: 0,
         tell_to: None,
         stdin: Default::default(),
+        caches: Vec::new(),
+        net_allow: Vec::new(),
     };
     Record::new(
         RunId::parse(id).unwrap(),

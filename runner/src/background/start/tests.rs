@@ -18,19 +18,23 @@ fn files_folder() -> (tempfile::TempDir, PathBuf) {
 fn config(files: PathBuf) -> Config {
     Config {
         files,
+        files_from: crate::config::FilesFrom::Flag,
         programs_path: "/usr/bin:/bin".into(),
         timeout: Duration::from_secs(7),
         output: 64,
         programs: vec!["sleep".into()],
         vars: Vec::new(),
         background: None,
+        net: None,
         sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
+        caches: Default::default(),
     }
 }
 
 fn background(way_in: Option<WayIn>) -> Background {
     Background {
         state: PathBuf::from("/nonexistent/state"),
+        given_state: PathBuf::from("/nonexistent/state"),
         max_running: 2,
         timeout: Duration::from_secs(60),
         output: 1024,

@@ -1,6 +1,6 @@
-//! The stub of a warm sandbox (`lnk-link-run warm-stub`, hidden): the process a spare reaper
-//! starts inside the sandbox ahead of the call, which becomes the call's program
-//! ([`lnk_proc::reaper::warm`]).
+//! The stub of a warm sandbox (`lnk-link-run warm-stub` and `lnk-link-supervise warm-stub`,
+//! hidden): the process a reaper starts inside the sandbox ahead of the call (or, for a call
+//! with a proxy, at once), which becomes the call's program ([`crate::reaper::warm`]).
 //!
 //! It runs inside the sandbox as the program of a cold call would, reached through the
 //! executable the reaper hands it at fd 3 (as the sandbox check's probe is), with its channel
@@ -20,9 +20,17 @@
 //! 4. sets every signal to its default with none blocked (this binary's runtime ignores
 //!    SIGPIPE, and an ignored signal would stay ignored across the exec);
 //! 5. gives back the parent-death signal the sandbox gave it;
-//! 6. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
-//!    set it, the call's folder, as a cold start's sandbox sets it): fd 4 closes at the exec,
-//!    so the program has descriptors 0, 1 and 2 only, and nothing of the stub's executable.
+//! 6. for a call with a proxy, makes the listener on the sandbox's own `127.0.0.1:3128` and
+//!    hands it out over the channel that came with the call ([`crate::net::channel`]), and
+//!    closes it;
+//! 7. `exec`s the program with the environment the sandbox gave it (`PWD`, when the sandbox
+//!    set it, the call's folder, as a cold start's sandbox sets it), and the call's variables:
+//!    the `/usr/bin/env NAME=VALUE…` before the program is done here rather than `exec`ed
+//!    ([`assignments`]). fd 4 closes at the exec, so the program has descriptors 0, 1 and 2
+//!    only, and nothing of the stub's executable.
+//!
+//! A sandbox started for its call (a cold start under the stub) sends no folder: the stub
+//! stays where the sandbox started it, the call's folder, as a cold start's program does.
 //!
 //! Any failure is written back ([`FAILED`] and the errno) before the stub exits having run
 //! nothing, and the reaper starts the call cold instead; but a working folder it refuses on its
@@ -31,19 +39,24 @@
 //! was thrown away) ends the stub at once.
 
 use std::ffi::{CString, OsString};
-use std::io;
+use std::io::{self, IoSliceMut};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Component;
 use std::process::ExitCode;
 
-use lnk_proc::reaper::warm_wire::{
-    FAILED, FOLDER_REFUSED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
-};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 
-pub use lnk_proc::reaper::warm_wire::STUB;
+use crate::reaper::warm_wire::{
+    FAILED, FOLDER_REFUSED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
+};
+
+pub use crate::reaper::warm_wire::STUB;
+
+mod assignments;
 
 /// Runs the stub; returns only when it did not `exec`.
 pub fn main() -> ExitCode {
@@ -64,12 +77,12 @@ pub fn main() -> ExitCode {
     if write_all(&channel, &[READY]).is_err() {
         return ExitCode::from(2);
     }
-    let spec = match read_spec(&channel) {
-        Ok(Some(spec)) => spec,
+    let (spec, net) = match read_spec(&channel) {
+        Ok(Some(call)) => call,
         // Thrown away before its call: nothing runs.
         Ok(None) | Err(_) => return ExitCode::SUCCESS,
     };
-    let (kind, err) = match run(&spec, inherited) {
+    let (kind, err) = match run(&spec, inherited, net) {
         NotRun::Folder(err) => (FOLDER_REFUSED, err),
         NotRun::Other(err) => (FAILED, err),
     };
@@ -118,10 +131,33 @@ fn set_up() -> Option<OwnedFd> {
     }
 }
 
-/// Reads the call: `None` when the channel ends first or says something else.
-fn read_spec(channel: &OwnedFd) -> io::Result<Option<StubSpec>> {
+/// Reads the call, and the proxy channel that came with its first bytes: `None` when the
+/// channel ends first or says something else.
+fn read_spec(channel: &OwnedFd) -> io::Result<Option<(StubSpec, Option<OwnedFd>)>> {
     let mut header = [0u8; 4];
-    if !read_exact(channel, &mut header)? {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match rustix::net::recvmsg(
+            channel,
+            &mut [IoSliceMut::new(&mut header)],
+            &mut ancillary,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(Errno::INTR) => {}
+            other => break other?.bytes,
+        }
+    };
+    let mut net = None;
+    for message in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            // One is sent; any more are closed as they are dropped.
+            for fd in fds {
+                net.get_or_insert(fd);
+            }
+        }
+    }
+    if got == 0 || !read_exact(channel, &mut header[got..])? {
         return Ok(None);
     }
     let len = u32::from_le_bytes(header) as usize;
@@ -132,7 +168,7 @@ fn read_spec(channel: &OwnedFd) -> io::Result<Option<StubSpec>> {
     if !read_exact(channel, &mut body)? {
         return Ok(None);
     }
-    Ok(StubSpec::decode(&body))
+    Ok(StubSpec::decode(&body).map(|spec| (spec, net)))
 }
 
 /// Why the stub did not `exec` the call's program.
@@ -143,13 +179,23 @@ enum NotRun {
     Other(io::Error),
 }
 
-/// Goes where the call runs and `exec`s it; returns only the reason it could not.
-fn run(spec: &StubSpec, death_signal: Option<rustix::process::Signal>) -> NotRun {
+/// Goes where the call runs, hands the proxy its listener (for a call with one), and `exec`s
+/// the program; returns only the reason it could not.
+fn run(
+    spec: &StubSpec,
+    death_signal: Option<rustix::process::Signal>,
+    net: Option<OwnedFd>,
+) -> NotRun {
     if let Err(err) = enter(spec) {
         return err;
     }
     let prepared = prepare(spec).and_then(|prepared| {
         rustix::process::set_parent_process_death_signal(death_signal)?;
+        match (spec.net, net) {
+            (true, Some(net)) => crate::net::channel::hand_listener(net.as_fd())?,
+            (true, None) => return Err(Errno::BADF.into()),
+            (false, _) => {}
+        }
         Ok(prepared)
     });
     match prepared {
@@ -165,19 +211,23 @@ type Prepared = (CString, Vec<CString>, Vec<CString>);
 fn enter(spec: &StubSpec) -> Result<(), NotRun> {
     let other = |err: Errno| NotRun::Other(err.into());
     let refused = |err: Errno| NotRun::Folder(err.into());
+    // Started for its call: already where the call runs.
+    let Some(place) = &spec.place else {
+        return Ok(());
+    };
     let files = rustix::fs::open(
-        &spec.place.files,
+        &place.files,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(other)?;
     let stat = rustix::fs::fstat(&files).map_err(other)?;
-    if (stat.st_dev, stat.st_ino) != spec.place.id {
+    if (stat.st_dev, stat.st_ino) != place.id {
         // Not the folder the call arrived for: the sandbox shows one replaced since.
         return Err(other(Errno::STALE));
     }
     let mut folder = files;
-    for component in spec.place.dir.components() {
+    for component in place.dir.components() {
         match component {
             Component::CurDir => {}
             Component::Normal(name) => {
@@ -209,19 +259,28 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
     default_signals()?;
     let c =
         |arg: &OsString| CString::new(arg.as_bytes()).map_err(|_| io::Error::from(Errno::INVAL));
-    let argv: Vec<CString> = spec.argv.iter().map(c).collect::<io::Result<_>>()?;
+    let (set, words) = assignments::split(&spec.argv).unwrap_or((Vec::new(), &spec.argv));
+    let argv: Vec<CString> = words.iter().map(c).collect::<io::Result<_>>()?;
     let path = argv.first().cloned().ok_or(Errno::INVAL)?;
     // A sandbox that tells its program its folder (bubblewrap sets `PWD` to the folder it
     // started in) told the stub its own: the program is told the call's, as a cold start's is.
-    let folder = match spec.place.dir.as_os_str().is_empty() {
-        true => spec.place.files.clone(),
-        false => spec.place.files.join(&spec.place.dir),
-    };
-    let env: Vec<CString> = std::env::vars_os()
-        .map(|(name, value)| match name.as_bytes() {
-            b"PWD" => (name, folder.clone().into_os_string()),
+    // (A sandbox started for its call started in it.)
+    let folder = spec
+        .place
+        .as_ref()
+        .map(|place| match place.dir.as_os_str().is_empty() {
+            true => place.files.clone(),
+            false => place.files.join(&place.dir),
+        });
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
+        .map(|(name, value)| match (name.as_bytes(), &folder) {
+            (b"PWD", Some(folder)) => (name, folder.clone().into_os_string()),
             _ => (name, value),
         })
+        .collect();
+    assignments::apply(&mut vars, &set);
+    let env: Vec<CString> = vars
+        .into_iter()
         .map(|(name, value)| {
             let mut pair = name.into_vec();
             pair.push(b'=');
