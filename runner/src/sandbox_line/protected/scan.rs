@@ -88,6 +88,7 @@ pub fn scan(files: &Path) -> Result<Found, String> {
         bound: BTreeMap::new(),
         made: Vec::new(),
         gitdirs: HashSet::new(),
+        user_hooks: user_config::user_hooks_paths(),
         folders: 0,
     };
     search.top()?;
@@ -105,6 +106,9 @@ struct Search<'a> {
     made: Vec<Made>,
     /// The git folders protected, by identity.
     gitdirs: HashSet<FileId>,
+    /// The `core.hooksPath` values of the user's own git configuration, which every
+    /// repository's git obeys unless its own configuration says otherwise.
+    user_hooks: Vec<String>,
     folders: usize,
 }
 
@@ -351,6 +355,7 @@ fn identity(fd: BorrowedFd<'_>) -> Result<FileId, String> {
 mod named;
 mod nested;
 mod repository;
+mod user_config;
 
 #[cfg(test)]
 #[path = "scan_tests.rs"]

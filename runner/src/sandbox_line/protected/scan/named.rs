@@ -140,7 +140,10 @@ impl Search<'_> {
             return Ok(());
         }
         let (hooks, includes) = named_paths(&String::from_utf8_lossy(&text));
-        for hook in hooks {
+        // The user's own `core.hooksPath` too: the repository's own overrides it, but a
+        // program could not take that one away, and holding both costs nothing.
+        let user_hooks = self.user_hooks.clone();
+        for hook in hooks.into_iter().chain(user_hooks) {
             if let Some(rel) = self.inside(worktree, &hook) {
                 self.hold_named(&rel, Placeholder::Folder)?;
                 self.hooks_are_their_own(&rel)?;
@@ -159,9 +162,8 @@ impl Search<'_> {
     /// (what is then held is opened again without following any link), the missing rest
     /// joined to it.
     fn inside(&self, base: &Path, value: &str) -> Option<PathBuf> {
-        if value.starts_with('~') {
-            return None;
-        }
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+        let value = super::user_config::expand_home(value, home.as_deref().map(Path::new))?;
         let path = self.files.join(base).join(value);
         let mut missing = Vec::new();
         let mut existing = path.as_path();
