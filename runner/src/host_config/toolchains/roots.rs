@@ -46,6 +46,12 @@ impl Guard {
         if let Some(secret) = self.never.blocks(path) {
             return Some(format!("it holds or is {}", secret.display()));
         }
+        if let Some(tokens) = cargo_credentials_in(path) {
+            return Some(format!(
+                "it holds {}, a cargo home's registry tokens",
+                tokens.display()
+            ));
+        }
         if self.home.starts_with(path) {
             return Some("it holds the home folder".to_owned());
         }
@@ -86,6 +92,16 @@ impl Guard {
         }
         Err(why)
     }
+}
+
+/// The registry tokens `folder` holds when it is a cargo home (`credentials.toml`, or the
+/// older `credentials`): any cargo home, not only the user's own or `CARGO_HOME`, since a
+/// program found through a link may live in another one (a shared install's, another user's).
+fn cargo_credentials_in(folder: &Path) -> Option<PathBuf> {
+    ["credentials.toml", "credentials"]
+        .iter()
+        .map(|name| folder.join(name))
+        .find(|path| std::fs::symlink_metadata(path).is_ok())
 }
 
 /// The install's root of `real` (the folder above its `bin`, `sbin` or `libexec`), its own
@@ -143,5 +159,18 @@ mod tests {
         assert_eq!(root("/h/work/.venv/bin/python"), Ok(None));
         assert!(root("/h/.ssh/tool").is_err());
         assert!(root("/x").is_err(), "{:?}", root("/x"));
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_cargo_home_elsewhere_is_not_bound_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let cargo = dir.path().canonicalize().unwrap().join("opt/cargo");
+        std::fs::create_dir_all(cargo.join("bin")).unwrap();
+        let g = guard();
+        let rustup = cargo.join("bin/rustup");
+        assert_eq!(g.root_of(&rustup), Ok(Some(cargo.clone())));
+        std::fs::write(cargo.join("credentials.toml"), "token = \"t\"\n").unwrap();
+        assert_eq!(g.root_of(&rustup), Ok(Some(cargo.join("bin"))));
     }
 }
