@@ -255,8 +255,17 @@ fn sweeps_stop_and_remove_of_the_state_folder_cover_every_project(sandbox: Sandb
     drop(sweeping);
     wait_gone(&mark_a, ANSWER);
     kill_supervisor(&id_b);
-    supervise(&["sweep", &state]);
-    assert_eq!(record(&state_b, &id_b)["status"]["state"], "lost");
+    // A sweep that finds the run's lock held (by the sweep serve started, still at work on
+    // the folder) leaves the run to the next one: sweep until one has taken it.
+    let lost_b = || {
+        supervise(&["sweep", &state]);
+        record(&state_b, &id_b)["status"]["state"] == "lost"
+    };
+    assert!(
+        lnk_tests::procs::poll(ANSWER, lost_b),
+        "{}",
+        record(&state_b, &id_b)
+    );
     wait_gone(&mark_b, ANSWER);
     // `stop --state` of the state folder given stops both projects' runs.
     let (mark_a, mark_b) = (bg.marker(), bg.marker());
