@@ -173,3 +173,34 @@ fn write_merges_keeps_the_rest_and_a_backup_and_refuses_a_second_time_without_fo
         );
     }
 }
+
+/// A HOME written with `..` in it (`<home>/work/..`) is the home: its `~/.claude.json` is not
+/// taken for a file in the files folder `~/work`, and the entry is written there.
+#[test]
+fn a_home_written_with_dot_dot_is_the_home_it_names() {
+    let home = Home::new();
+    let written = home.path.join("work").join("..");
+    let mut args = vec!["claude-code".to_owned(), "--write".to_owned()];
+    args.extend(flags(&[]));
+    args.extend(passthrough());
+    let out = std::process::Command::new(lnk_tests::bins::link_run())
+        .arg("config")
+        .args(&args)
+        .current_dir(&home.path)
+        .env("HOME", &written)
+        .env("XDG_CONFIG_HOME", home.path.join(".config"))
+        .env_remove("CODEX_HOME")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let entry = parse(
+        &home.path.join(".claude.json"),
+        &std::fs::read_to_string(home.path.join(".claude.json")).unwrap(),
+    );
+    assert!(
+        entry["mcpServers"]["link-run"]["command"].is_string(),
+        "{entry}"
+    );
+    assert!(!home.work().join(".claude.json").exists());
+}

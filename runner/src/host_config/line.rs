@@ -3,7 +3,7 @@
 //! sandbox given after `--` or, without one, the recommended bubblewrap line for this machine.
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::machine::MachinePart;
 
@@ -97,7 +97,20 @@ pub fn expanded(path: &Path, home: &Path) -> Result<PathBuf, String> {
 /// The person's home, which `~` stands for.
 pub fn home() -> Result<PathBuf, String> {
     match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(home) if Path::new(&home).is_absolute() => Ok(PathBuf::from(home)),
+        // A home written with `.` or `..` in it is resolved, so that what lies in it is told
+        // from what lies in the files folder by the paths themselves; one written plainly is
+        // kept as it is (a home reached through a link keeps the paths its owner's PATH uses).
+        Some(home) if Path::new(&home).is_absolute() => {
+            let home = PathBuf::from(home);
+            let plain = home
+                .components()
+                .all(|c| !matches!(c, Component::CurDir | Component::ParentDir));
+            if plain {
+                return Ok(home);
+            }
+            std::fs::canonicalize(&home)
+                .map_err(|e| format!("HOME {}: {}", home.display(), lnk_common::Causes(&e)))
+        }
         Some(home) => Err(format!(
             "HOME {} is not an absolute path",
             Path::new(&home).display()
