@@ -2,11 +2,12 @@
 //! folder that hold a `.git`.
 
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
 
 use super::{GIT, GITHUB, MAX_FOLDERS, NESTED_LEVELS, NOT_SEARCHED, Search, TOP, open_dir};
 
@@ -58,9 +59,15 @@ impl Search<'_> {
                 continue;
             }
             // Opened without following a link: a link (or, for an unknown kind, anything but
-            // a folder) fails here and is passed over.
-            let Ok(child) = open_dir(dir.as_fd(), Path::new(name)) else {
-                continue;
+            // a folder) fails here and is passed over; one this user may not read, unless a
+            // program of the agent's could have made it so.
+            let child = match open_dir(dir.as_fd(), Path::new(name)) {
+                Ok(child) => child,
+                Err(Errno::ACCESS | Errno::PERM) => {
+                    self.unsearchable(dir.as_fd(), name, &rel.join(name))?;
+                    continue;
+                }
+                Err(_) => continue,
             };
             self.folders += 1;
             if self.folders > MAX_FOLDERS {
@@ -75,13 +82,17 @@ impl Search<'_> {
                 ));
             }
             let child_rel = rel.join(name);
-            let holds_git =
-                rustix::fs::statat(&child, GIT, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
-                    matches!(
-                        FileType::from_raw_mode(s.st_mode),
-                        FileType::Directory | FileType::RegularFile
-                    )
-                });
+            let holds_git = match rustix::fs::statat(&child, GIT, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(s) => matches!(
+                    FileType::from_raw_mode(s.st_mode),
+                    FileType::Directory | FileType::RegularFile
+                ),
+                Err(Errno::ACCESS | Errno::PERM) => {
+                    self.unsearchable(dir.as_fd(), name, &child_rel)?;
+                    false
+                }
+                Err(_) => false,
+            };
             if holds_git {
                 found.push(child_rel.clone());
             }
@@ -90,5 +101,28 @@ impl Search<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A folder (`name` in `dir`, at `rel`) this user may not open or look into. The agent's
+    /// programs run as this user, and may change the mode of what this user owns: a program
+    /// that took the permissions away from a folder holding a repository would hide it from
+    /// this search, and put them back in the next sandbox, which would not protect it. So a
+    /// folder of this user's (or one in a folder of this user's that may not be searched) is
+    /// a refusal; another user's is passed over, as no program here can change it.
+    fn unsearchable(&self, dir: BorrowedFd<'_>, name: &OsStr, rel: &Path) -> Result<(), String> {
+        let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            .or_else(|_| rustix::fs::fstat(dir));
+        let me = rustix::process::geteuid().as_raw();
+        match stat {
+            Ok(stat) if stat.st_uid != me => Ok(()),
+            _ => Err(format!(
+                "{} cannot be looked into (its permissions, or its parent's, take this user's \
+                 reading or searching away); Link Run looks through the files folder for \
+                 repositories to protect, and a program could take the permissions away to hide \
+                 one, then put them back: give them back (`chmod u+rx`) or give a smaller folder \
+                 as --files; Link Run makes no sandbox for this folder until then",
+                self.files.join(rel).display()
+            )),
+        }
     }
 }

@@ -153,8 +153,26 @@ impl Search<'_> {
         }
         // Followed as the user's git follows it, to learn where it leads; what is then
         // protected is opened again from the files folder without following any link.
-        let Ok(resolved) = self.files.join(base).join(target).canonicalize() else {
-            return Ok(None);
+        let written = self.files.join(base).join(target);
+        let resolved = match written.canonicalize() {
+            Ok(resolved) => resolved,
+            // A folder on the way that this user may not search: inside the files folder, a
+            // program could have taken its permissions away to hide the git folder, and put
+            // them back in the next sandbox.
+            Err(err)
+                if err.kind() == std::io::ErrorKind::PermissionDenied
+                    && lexically(&written).starts_with(self.files) =>
+            {
+                return Err(format!(
+                    "{} points to {}, which cannot be reached (a folder on the way takes this \
+                     user's searching away); a program could take the permissions away to hide \
+                     the git folder it names from the protected paths: give them back (`chmod \
+                     u+rx`); Link Run makes no sandbox for this folder until then",
+                    self.shown(rel),
+                    written.display()
+                ));
+            }
+            Err(_) => return Ok(None),
         };
         Ok(resolved
             .strip_prefix(self.files)
@@ -176,4 +194,19 @@ impl Search<'_> {
         }
         Ok(())
     }
+}
+
+/// `path` with its `.` and `..` taken as written, following no link.
+fn lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            part => out.push(part),
+        }
+    }
+    out
 }
