@@ -257,9 +257,10 @@ fn child_exec(
     SigSet::empty().thread_set_mask().map_err(errno)?;
     for &(from, to) in before.dups {
         // SAFETY: `from` is a descriptor the caller keeps open until the fork returned, so it is
-        // open in the child; `to` is replaced, and the `OwnedFd`s standing for both are never
-        // dropped (never closed here).
+        // open in the child, and it is only borrowed here, never closed.
         let from = unsafe { std::os::fd::BorrowedFd::borrow_raw(from) };
+        // SAFETY: `to` is the number `dup2` replaces (open or not); the `OwnedFd` standing for
+        // it is never dropped, so it closes nothing and owns nothing another owner holds.
         let mut target = std::mem::ManuallyDrop::new(unsafe {
             <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(to)
         });
