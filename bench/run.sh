@@ -33,8 +33,13 @@ case "$which" in
         exit 2
         ;;
 esac
-# The profiling profile is the release build with line tables (see Cargo.toml).
-cargo build --profile profiling -p lnk-link-run -p lnk-link-supervise -p lnk-tests -p lnk-bench
+# The profiling profile is the release build with line tables (see Cargo.toml). The soak's gate
+# trials hold a supervisor's gate shut (`LNK_SUPERVISE_HOLD_GATE`), a test hook only a build with
+# lnk-proc's `test-hooks` feature has; the other benchmarks measure the binaries without it.
+features=()
+[[ "$which" == soak ]] && features=(--features lnk-proc/test-hooks)
+cargo build --profile profiling -p lnk-link-run -p lnk-link-supervise -p lnk-tests -p lnk-bench \
+    "${features[@]}"
 bench="${CARGO_TARGET_DIR:-target}/profiling/lnk-bench"
 if [[ "$which" == all ]]; then
     "$bench" foreground

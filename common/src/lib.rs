@@ -43,9 +43,9 @@
 //! sweep reads `index/running/` (trying each lock), `index/untold/`, and the `index/due/`
 //! minutes up to now. Removing a run removes its files by name. Only a folder made
 //! before the index, swept once, and `remove --state` read the whole folder; the look for
-//! records no index names reads its top level ([`strays`]: a sweep asked for by a person or a
-//! bridge every time, `serve`'s routine ones only when the folder changed and at most every ten
-//! minutes).
+//! records no index names reads its top level (the supervisor's sweep: one asked for by a person
+//! or a bridge every time, `serve`'s routine ones only when the folder changed and at most every
+//! ten minutes, as `index/looked` says).
 //!
 //! # The output file
 //!
@@ -191,8 +191,8 @@ pub mod id;
 pub mod index;
 pub mod keys;
 pub mod layout;
-pub mod list_page;
 pub mod lock;
+pub mod logs;
 pub mod network;
 pub mod output_file;
 pub mod process_id;
@@ -206,7 +206,6 @@ pub mod slot;
 pub mod status;
 pub mod stdin;
 pub mod stop;
-pub mod strays;
 pub mod summary;
 pub mod time;
 mod trust;

@@ -2,8 +2,8 @@
 //! reaper that contains a call or a run ([`reaper`]), what `/proc` says of the machine and its
 //! processes ([`proc_info`]), signal masks and signalfd ([`reaper::signals`]), waking a
 //! run's supervisor to a stop request ([`wake`]), signalling a run's programs
-//! ([`run_signal`]), and the proxy that is a sandbox's one way to the network (`--net-allow`,
-//! [`net`]).
+//! ([`run_signal`]), the proxy that is a sandbox's one way to the network (`--net-allow`,
+//! [`net`]), and descriptors a parent hands down, taken over after a check ([`inherited`]).
 //!
 //! It is not a contract: the contract between `lnk-link-run` and `lnk-link-supervise` is
 //! `lnk-common` alone, which this crate uses and which never uses it. All of Link Run's library
@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+pub mod inherited;
 pub mod net;
 pub mod poll;
 pub mod proc_info;

@@ -41,7 +41,7 @@
 use std::ffi::{CString, OsString};
 use std::io::{self, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Component;
 use std::process::ExitCode;
@@ -116,19 +116,10 @@ fn set_up() -> Option<OwnedFd> {
     {
         return None;
     }
-    if std::fs::symlink_metadata(format!("/proc/self/fd/{STUB_CHANNEL_FD}")).is_err() {
-        return None;
-    }
-    // SAFETY: fd 4 is open (just checked) and the channel by the reaper's launch contract;
-    // nothing else in this process owns it. Should it not be a socket, the exchange fails.
-    let channel = unsafe { OwnedFd::from_raw_fd(STUB_CHANNEL_FD) };
-    match rustix::io::fcntl_setfd(&channel, rustix::io::FdFlags::CLOEXEC) {
-        Ok(()) => Some(channel),
-        Err(_) => {
-            std::mem::forget(channel);
-            None
-        }
-    }
+    // The channel, by the reaper's launch contract. (Should it not be a socket, the exchange
+    // fails.)
+    use crate::inherited::{self, Kind, OnExec};
+    inherited::take(STUB_CHANNEL_FD, Kind::Open, OnExec::Close).ok()
 }
 
 /// Reads the call, and the proxy channel that came with its first bytes: `None` when the

@@ -11,6 +11,7 @@ mod detached;
 mod grep;
 mod lines;
 mod list;
+mod list_page;
 mod orphans;
 mod output;
 mod read;

@@ -119,10 +119,30 @@ pub enum NotRun {
     StubStuck,
 }
 
-impl NotRun {
-    /// The reason inside an error [`run`] returned, when it is one.
-    pub fn of(err: &io::Error) -> Option<NotRun> {
-        err.get_ref()?.downcast_ref::<NotRun>().copied()
+/// Why a call has no end of its program's to answer with.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// Its arguments are too long for one command line (`E2BIG`, at the reaper's start or the
+    /// sandbox's exec): nothing ran.
+    #[error("the arguments are too long for one command line ({0})")]
+    ArgumentsTooLong(io::Error),
+    /// A sandbox started ahead of it did not run it, for this reason.
+    #[error(transparent)]
+    NotRun(NotRun),
+    /// Its sandbox or its reaper could not be started, or failed: the server's setup.
+    #[error("the sandbox could not be started ({0})")]
+    Sandbox(io::Error),
+}
+
+impl From<io::Error> for CallError {
+    /// A system call's failure on the way: too-long arguments when the kernel said so, else
+    /// the sandbox's failure.
+    fn from(err: io::Error) -> Self {
+        if err.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) {
+            CallError::ArgumentsTooLong(err)
+        } else {
+            CallError::Sandbox(err)
+        }
     }
 }
 
@@ -165,7 +185,7 @@ pub fn run(
     mut spec: CallSpec,
     control: &CallControl,
     progress: Option<&mut dyn FnMut(Duration, u64)>,
-) -> io::Result<Ended> {
+) -> Result<Ended, CallError> {
     let start = Instant::now();
     // A proxy of the call's own, when it has one: started before its sandbox, ended after.
     let mut proxy = match &spec.net {
@@ -249,17 +269,19 @@ struct WatchedCall {
 
 impl WatchedCall {
     /// The error for a call whose sandbox never reported an end.
-    fn no_exit(&self) -> io::Error {
+    fn no_exit(&self) -> CallError {
         if let Some(not_run) = self.not_run {
-            return io::Error::other(not_run);
+            return CallError::NotRun(not_run);
         }
         match self.failed {
-            Some(errno) => io::Error::from_raw_os_error(errno),
-            None if self.started => io::Error::other(
+            Some(errno) => io::Error::from_raw_os_error(errno).into(),
+            None if self.started => CallError::Sandbox(io::Error::other(
                 "the call's reaper ended before its sandbox did; what was left in the call's \
                  session was killed",
-            ),
-            None => io::Error::other("the call's reaper ended before it started the sandbox"),
+            )),
+            None => CallError::Sandbox(io::Error::other(
+                "the call's reaper ended before it started the sandbox",
+            )),
         }
     }
 }
@@ -439,4 +461,35 @@ enum CallPhase {
     /// The reaper ended (everything it held is dead); pipes something else still holds are
     /// read until `until`: a second after the sandbox's exit.
     Draining { until: Instant },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_long_arguments_are_told_apart_from_a_sandbox_failure() {
+        let too_long = CallError::from(io::Error::from_raw_os_error(libc::E2BIG));
+        assert!(
+            matches!(too_long, CallError::ArgumentsTooLong(_)),
+            "{too_long:?}"
+        );
+        let missing = CallError::from(io::Error::from_raw_os_error(libc::ENOENT));
+        assert!(matches!(missing, CallError::Sandbox(_)), "{missing:?}");
+        let stuck = WatchedCall {
+            exited: None,
+            timed_out: false,
+            leftovers_killed: false,
+            failed: Some(libc::E2BIG),
+            not_run: Some(NotRun::StubStuck),
+            done: false,
+            started: false,
+            out: HeadTail::new(0),
+            err: HeadTail::new(0),
+        };
+        assert!(matches!(
+            stuck.no_exit(),
+            CallError::NotRun(NotRun::StubStuck)
+        ));
+    }
 }

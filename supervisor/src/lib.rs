@@ -9,10 +9,8 @@ mod keyring;
 mod output;
 mod reclaim;
 mod stop_all;
-mod strays;
 mod supervise;
 mod sweep;
-mod sweep_one;
 mod tell;
 
 use std::path::PathBuf;
@@ -115,9 +113,9 @@ pub fn main() -> ExitCode {
         } => supervise::run(&id, state, input),
         Command::Sweep { state, routine, .. } => {
             let asked = if routine {
-                strays::Asked::Routine
+                sweep::Asked::Routine
             } else {
-                strays::Asked::Everything
+                sweep::Asked::Everything
             };
             sweep::run_every(&state, asked).map(|report| {
                 tracing::info!(?report, "swept");

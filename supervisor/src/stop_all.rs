@@ -11,7 +11,7 @@ use lnk_common::layout::StateDir;
 use lnk_common::lock::{self, LockGuard, StartLock};
 use lnk_common::record::Record;
 
-use crate::{reclaim, sweep_one};
+use crate::{reclaim, sweep};
 
 /// How long a supervisor has to record its run's end after being asked to stop.
 const ASKED_WAIT: Duration = Duration::from_secs(5);
@@ -100,7 +100,7 @@ fn every_folder_held(state: &StateDir) -> Result<Vec<(StateDir, StartLock)>> {
 /// files, its own files and the folder.
 fn remove_held(state: &StateDir, start: StartLock) -> Result<()> {
     for_each_run_stopped(state, true, |id, guard| match Record::load(state, id) {
-        Ok(record) => sweep_one::remove_run(state, &record, guard),
+        Ok(record) => sweep::one_run::remove_run(state, &record, guard),
         Err(e) if e.is_not_found() => Ok(guard.remove()?),
         Err(e) => {
             tracing::warn!(%id, "{}; the record is removed without its output file", lnk_common::Causes(&e));
@@ -234,7 +234,7 @@ fn for_each_run_stopped(
         if let Ok(mut record) = Record::load(state, id)
             && record.status.is_running()
         {
-            sweep_one::record_end_of_gone(state, &mut record, &guard)?;
+            sweep::one_run::record_end_of_gone(state, &mut record, &guard)?;
         }
         then(id, guard)?;
         handled += 1;

@@ -59,9 +59,6 @@ use watch::{Ending, Run};
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// The pipe size asked for, so a fast writer needs fewer wake-ups.
 const PIPE_SIZE: usize = 1024 * 1024;
-/// Test hook: when set to a path, the gate opens only once that path exists, so a test can
-/// kill the supervisor between recording the group and opening the gate.
-pub const HOLD_GATE_ENV: &str = "LNK_SUPERVISE_HOLD_GATE";
 
 /// Supervises run `id` of `state` to its end; with `input`, the run's input waits on fd 3.
 pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
@@ -322,10 +319,11 @@ fn record_group(
     Ok(())
 }
 
-/// The test hook [`HOLD_GATE_ENV`]: waits, without polling, until its path exists or a signal
-/// comes.
+/// The test hook `LNK_SUPERVISE_HOLD_GATE` ([`lnk_proc::reaper::hold::gate_path`], only in a
+/// build with the `test-hooks` feature): waits, without polling, until its path exists or a
+/// signal comes.
 fn hold_gate_for_tests(quit: &Quit) {
-    let Some(path) = std::env::var_os(HOLD_GATE_ENV).map(PathBuf::from) else {
+    let Some(path) = lnk_proc::reaper::hold::gate_path() else {
         return;
     };
     if let Err(err) = wait_for_file(&path, quit) {

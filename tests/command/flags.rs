@@ -9,6 +9,7 @@ use predicates::prelude::*;
 use serde_json::json;
 
 use lnk_tests::bins::link_run;
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::{Sandbox, both_sandboxes, path_str};
 use lnk_tests::setup::Setup;
 
@@ -27,22 +28,14 @@ both_sandboxes!(
 
 /// The `--state` flags with every number they need.
 fn state_flags(state: &Path) -> Vec<String> {
-    [
-        "--state",
-        &path_str(state),
-        "--background",
-        "2",
-        "--background-timeout",
-        "1h",
-        "--background-output",
-        "1MiB",
-        "--background-keep",
-        "24h",
-        "--hops",
-        "3",
-    ]
-    .map(String::from)
-    .to_vec()
+    Flags {
+        background: 2,
+        timeout: "1h",
+        output: "1MiB",
+        keep: "24h",
+        hops: 3,
+    }
+    .args(&path_str(state))
 }
 
 /// Every path below `root` with its size (0 for folders), to show that nothing was written.

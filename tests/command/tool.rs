@@ -16,6 +16,7 @@ both_sandboxes!(
     reports_a_signal,
     refuses_programs_not_allowed,
     refuses_bad_arguments,
+    refuses_arguments_too_long_for_a_command_line,
     resolves_programs_on_path_in_order,
     input_goes_to_stdin,
     stdin_is_empty_without_input,
@@ -236,6 +237,25 @@ fn refuses_programs_not_allowed(sandbox: Sandbox) {
     assert!(why.contains("was not found"), "{why}");
     assert!(!Path::new(&marker).exists(), "a refused program ran");
     // Still serving.
+    let result = serve.call(json!({"program": "echo", "args": ["fine"]}));
+    assert!(text(&result).contains("fine"), "{result}");
+}
+
+/// An argument longer than the kernel takes in a command line (128 KiB, `MAX_ARG_STRLEN`): the
+/// call is refused as too long, with what to do instead, and nothing ran.
+fn refuses_arguments_too_long_for_a_command_line(sandbox: Sandbox) {
+    let setup = Setup::new(sandbox);
+    let mut serve = setup.serve().programs(&["echo", "sh"]).start();
+    let marker = path_str(&setup.files.join("touched"));
+    let long = "x".repeat(256 * 1024);
+    let script = ": > \"$1\"";
+    let result = serve.call(json!({"program": "sh", "args": ["-c", script, "sh", &marker, &long]}));
+    let why = refused(&result);
+    assert!(
+        why.contains("too long for one command line") && why.contains("write it to a file"),
+        "{why}"
+    );
+    assert!(!Path::new(&marker).exists(), "a call too long ran");
     let result = serve.call(json!({"program": "echo", "args": ["fine"]}));
     assert!(text(&result).contains("fine"), "{result}");
 }

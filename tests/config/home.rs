@@ -9,6 +9,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use serde_json::{Value, json};
 
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::path_str;
 use lnk_tests::serve::{ANSWER, Era, Serve};
 use lnk_tests::{bins, results};
@@ -81,6 +82,15 @@ impl Home {
     }
 }
 
+/// The background flags `config`'s tests give serve, with `--state`.
+pub const STATE_FLAGS: Flags = Flags {
+    background: 2,
+    timeout: "1m",
+    output: "1MiB",
+    keep: "1h",
+    hops: 3,
+};
+
 /// serve's flags for the tests: relative and `~` paths, as a person types them in a shell.
 pub fn flags(extra: &[&str]) -> Vec<String> {
     let mut flags: Vec<String> = [
@@ -94,22 +104,11 @@ pub fn flags(extra: &[&str]) -> Vec<String> {
         "64KiB",
         "--program",
         "ls",
-        "--state",
-        "state",
-        "--background",
-        "2",
-        "--background-timeout",
-        "1m",
-        "--background-output",
-        "1MiB",
-        "--background-keep",
-        "1h",
-        "--hops",
-        "3",
     ]
     .into_iter()
     .map(str::to_owned)
     .collect();
+    flags.extend(STATE_FLAGS.args("state"));
     flags.extend(extra.iter().map(|e| (*e).to_owned()));
     flags
 }

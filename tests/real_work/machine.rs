@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use lnk_tests::bins;
+use lnk_tests::runs::Flags;
 use lnk_tests::sandbox::path_str;
 use lnk_tests::serve::{ANSWER, Era, Serve};
 
@@ -146,21 +147,12 @@ pub fn flags(path: &str, programs: &[&str], home: &Path) -> Vec<String> {
     }
     let state = path_str(&home.join(".local/state/lnk/link-run"));
     flags.extend(
-        [
-            "--state",
-            &state,
-            "--background",
-            "2",
-            "--background-timeout",
-            "1m",
-            "--background-output",
-            "1MiB",
-            "--background-keep",
-            "1h",
-            "--hops",
-            "3",
-        ]
-        .map(str::to_owned),
+        Flags {
+            background: 2,
+            timeout: "1m",
+            ..Flags::default()
+        }
+        .args(&state),
     );
     flags
 }

@@ -2,6 +2,7 @@
 //! into `target/<profile>/`, the folder above the test executable's `deps/`. (Cargo's
 //! `CARGO_BIN_EXE_<name>` is given to test targets only, not to this library.)
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// `target/<profile>/`: the running test executable is `target/<profile>/deps/<test>-<hash>`.
 pub fn target_dir() -> PathBuf {
@@ -59,7 +60,8 @@ pub fn link_run() -> PathBuf {
     let bin = crate::bins::target_dir().join("lnk-link-run");
     assert!(
         bin.is_file(),
-        "{bin:?} is missing: run `cargo build -p lnk-link-run` (or `cargo test` from the root)"
+        "{bin:?} is missing: run `cargo test --workspace` from the root, which builds it with \
+         the test hooks"
     );
     bin
 }
@@ -74,7 +76,39 @@ pub fn link_supervise() -> PathBuf {
     let bin = link_run().with_file_name("lnk-link-supervise");
     assert!(
         bin.is_file(),
-        "{bin:?} is missing: run `cargo build --workspace` (or `cargo test` from the root)"
+        "{bin:?} is missing: run `cargo test --workspace` from the root, which builds it with \
+         the test hooks"
     );
     bin
+}
+
+/// The test hooks' variables: lnk-proc's `reaper::hold`, read only by a build with its
+/// `test-hooks` feature.
+pub const TEST_HOOKS: [&str; 2] = ["LNK_HOLD", "LNK_SUPERVISE_HOLD_GATE"];
+
+/// Panics, saying how to build them, unless `lnk-link-run` and `lnk-link-supervise` have the
+/// test hooks, as `cargo test --workspace` builds them (this package's dev-dependency on
+/// lnk-proc turns its `test-hooks` feature on). A `cargo build` has none, and takes no hold: a
+/// test of one would fail for a reason of the build's. A binary names `LNK_HOLD` only when it
+/// has them; each test binary looks once.
+pub fn require_test_hooks() {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    let checked = CHECKED.get_or_init(|| {
+        for bin in [link_run(), link_supervise()] {
+            let bytes = std::fs::read(&bin).map_err(|err| format!("reading {bin:?}: {err}"))?;
+            if !bytes
+                .windows(TEST_HOOKS[0].len())
+                .any(|w| w == TEST_HOOKS[0].as_bytes())
+            {
+                return Err(format!(
+                    "{bin:?} was built without the test hooks (`cargo build`?): run \
+                     `cargo test --workspace` from the root, which builds it with them"
+                ));
+            }
+        }
+        Ok(())
+    });
+    if let Err(err) = checked {
+        panic!("{err}");
+    }
 }

@@ -4,8 +4,9 @@
 //! what it answered ([`results`]), a client that gives its roots ([`roots`]), background runs and their records ([`runs`]) and tools
 //! ([`tools`]), processes found in `/proc` ([`procs`]), the programs that try to escape a call
 //! ([`containment`]), the network's stand-ins for `--net-allow` ([`net`]), what a test that
-//! cannot run here does ([`skip`]), and the machine's own toolchains put into a test's home
-//! ([`toolchains`]).
+//! cannot run here does ([`skip`]), the machine's own toolchains put into a test's home
+//! ([`toolchains`]), and an agent's world of files, state, keyring and way in, for root or
+//! `nobody` ([`world`]).
 pub mod bins;
 pub mod containment;
 pub mod net;
@@ -21,3 +22,4 @@ pub mod skip;
 pub mod stubs;
 pub mod toolchains;
 pub mod tools;
+pub mod world;

@@ -31,6 +31,29 @@ pub struct Flags {
     pub hops: u32,
 }
 
+impl Flags {
+    /// `--state <state>` and these flags, in the order `serve` and `config` are given them in
+    /// the tests.
+    pub fn args(&self, state: &str) -> Vec<String> {
+        [
+            "--state",
+            state,
+            "--background",
+            &self.background.to_string(),
+            "--background-timeout",
+            self.timeout,
+            "--background-output",
+            self.output,
+            "--background-keep",
+            self.keep,
+            "--hops",
+            &self.hops.to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+}
+
 impl Default for Flags {
     fn default() -> Self {
         Flags {
@@ -76,20 +99,7 @@ impl Bg {
 
     /// A `serve` with `--state` and these background flags.
     pub fn serve(&self, flags: &Flags) -> ServeBuilder<'_> {
-        let owned = [
-            "--state".to_owned(),
-            path_str(&self.state),
-            "--background".to_owned(),
-            flags.background.to_string(),
-            "--background-timeout".to_owned(),
-            flags.timeout.to_owned(),
-            "--background-output".to_owned(),
-            flags.output.to_owned(),
-            "--background-keep".to_owned(),
-            flags.keep.to_owned(),
-            "--hops".to_owned(),
-            flags.hops.to_string(),
-        ];
+        let owned = flags.args(&path_str(&self.state));
         let borrowed: Vec<&str> = owned.iter().map(String::as_str).collect();
         self.setup.serve().flags(&borrowed)
     }

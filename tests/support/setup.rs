@@ -300,8 +300,15 @@ impl ServeBuilder<'_> {
     }
 
     /// As [`ServeBuilder::start`], with more variables in the server's environment (test hooks
-    /// such as `LNK_SUPERVISE_HOLD_GATE`, which only some test binaries use).
+    /// such as `LNK_SUPERVISE_HOLD_GATE`, which only some test binaries use: the binaries must
+    /// have them, [`crate::bins::require_test_hooks`]).
     pub fn start_env(&self, envs: &[(&str, &std::ffi::OsStr)]) -> Serve {
+        if envs
+            .iter()
+            .any(|(name, _)| crate::bins::TEST_HOOKS.contains(name))
+        {
+            crate::bins::require_test_hooks();
+        }
         let mut serve = self.spawn_env(envs);
         if let Era::Legacy(version) = self.era {
             let result = serve.initialize(version);

@@ -59,7 +59,7 @@ fn write_back(folder: &Path) -> Result<()> {
 }
 
 /// How long a changed state folder is left before the sweeps that are timed: a sweep keeps the
-/// folder's time as the last look's only once it is 100 ms old (`lnk_common::strays::SETTLE`).
+/// folder's time as the last look's only once it is 100 ms old (the supervisor's `sweep::unindexed::due::SETTLE`).
 const SETTLE: Duration = Duration::from_millis(200);
 
 /// One `lnk-link-supervise <args>`, which must succeed quietly; how long it took.

@@ -15,7 +15,7 @@
 //! | `index/start-times/<minute>/<tenth>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<tenth>` the tenth of a second within it (3 digits), `<started_at_ms>` 13 digits, so names sort by start time ([`started`]; version 1 filed them as `index/started/<minute>/<started_at_ms>-<id>`) |
 //! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
 //! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
-//! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`crate::strays`]) |
+//! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`LOOKED_FILE`]; the supervisor's sweep keeps it) |
 //!
 //! The record is the truth and the index a guide: a name whose record is gone, or says
 //! otherwise, is passed over (and tidied by whoever holds the run's lock); what must never
@@ -56,6 +56,9 @@ use names::{age_of, ids_in, make_dir, make_dirs, name, remove, remove_empty_dir}
 
 /// The index folder, inside the state folder.
 pub const INDEX_DIR: &str = "index";
+/// The name, in `index/`, whose modification time is the state folder's as the last look for
+/// records no index names saw it, and whose access time is when that look was made.
+pub const LOOKED_FILE: &str = "looked";
 /// Present when every record is indexed.
 pub const VERSION_FILE: &str = "version";
 /// What `index/version` holds: version 2 files each run by start time under `start-times/`, in
@@ -179,8 +182,8 @@ pub fn ended(state: &StateDir, record: &Record) -> Result<(), Error> {
     remove(&dir(state, Kind::Running).join(record.id.as_str()))
 }
 
-/// Gives a record found without its names (an older folder, or a record no index names: see
-/// [`crate::strays`]) every name its state calls for: its `started` name, and `running/<id>`
+/// Gives a record found without its names (an older folder, or a record no index names, which
+/// the supervisor's sweep looks for) every name its state calls for: its `started` name, and `running/<id>`
 /// while it runs, else its `due` name and, while it is to be told, `untold/<id>`.
 pub fn file_found(state: &StateDir, record: &Record) -> Result<(), Error> {
     let id = &record.id;
@@ -301,6 +304,26 @@ pub fn forget_due(state: &StateDir, record: &Record, found: &Found<'_>) -> Resul
 /// its minute's folder once that is empty too.
 pub fn remove_minute_if_empty(folder: &Path) {
     started::remove_folder_if_empty(folder);
+}
+
+/// Hands `visit` each run the `started` names list, newest first by (start time, id), none
+/// started after `not_after_ms`, until it breaks: a minute's folder and then a tenth of a
+/// second's read at a time, as the walk comes to them, so that a walk that stops early (a `list`
+/// page) reads about what it was handed. A run moved into its tenth during the walk (an
+/// upgrade of the folder's index) may be handed twice; a name left for another start time (a
+/// record rewritten by hand) is handed as it is named.
+pub fn each_started(
+    state: &StateDir,
+    not_after_ms: Option<u64>,
+    visit: &mut dyn FnMut(u64, RunId) -> std::ops::ControlFlow<()>,
+) -> Result<(), Error> {
+    started::each_newest_first(state, not_after_ms, visit)
+}
+
+/// The ids that have a `started` name: every run the index knows of. Reads the whole
+/// `started` tree.
+pub fn started_ids(state: &StateDir) -> Result<std::collections::HashSet<RunId>, Error> {
+    started::all_ids(state)
 }
 
 /// The ids under `running/`, with the age of each name.

@@ -202,6 +202,25 @@ impl Minute {
     }
 }
 
+/// Hands `visit` the runs of either tree newest first, none after `not_after_ms`, until it
+/// breaks ([`super::each_started`]).
+pub(crate) fn each_newest_first(
+    state: &StateDir,
+    not_after_ms: Option<u64>,
+    visit: &mut dyn FnMut(u64, RunId) -> std::ops::ControlFlow<()>,
+) -> Result<(), Error> {
+    for minute in minutes(state, not_after_ms)? {
+        for part in minute.parts(not_after_ms)? {
+            for (ms, id) in part.runs()? {
+                if visit(ms, id).is_break() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `<ms>-<id>` as (start time, id).
 fn parse_run(name: &str) -> Option<(u64, RunId)> {
     let (ms, id) = name.split_once('-')?;

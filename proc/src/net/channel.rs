@@ -14,7 +14,7 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use rustix::io::Errno;
 use rustix::net::{
@@ -191,24 +191,9 @@ fn own_netns_cookie() -> Option<u64> {
 
 /// Takes descriptor `fd` over (the reaper's or the stub's end, inherited at a known place);
 /// `None` when it is not an open socket.
-#[allow(unsafe_code)]
 pub fn adopt(fd: i32) -> Option<OwnedFd> {
-    if std::fs::symlink_metadata(format!("/proc/self/fd/{fd}")).is_err() {
-        return None;
-    }
-    // SAFETY: `fd` is open (just checked) and, by the launch contract of whoever placed it,
-    // this process's end of a channel that nothing else in the process owns. If it is not a
-    // socket after all, it is forgotten below without being closed.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    let is_socket = rustix::fs::fstat(&owned).is_ok_and(|stat| {
-        rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
-    });
-    if is_socket && rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC).is_ok() {
-        Some(owned)
-    } else {
-        std::mem::forget(owned);
-        None
-    }
+    use crate::inherited::{self, Kind, OnExec};
+    inherited::take(fd, Kind::Socket, OnExec::Close).ok()
 }
 
 #[cfg(test)]

@@ -2,6 +2,11 @@
 //! process exactly there (rather than hope a random moment hits it) and check that nothing is
 //! left. Inert unless `LNK_HOLD` is set; nothing sets it but the tests.
 //!
+//! Built only with the `test-hooks` feature, which the tests turn on (`tests/Cargo.toml`) and
+//! release builds lack: without it [`path_for`] and [`gate_path`] read nothing and are always
+//! `None`, the reaper refuses `--hold-start` and `--hold-exec`, and no binary names the hooks'
+//! variables.
+//!
 //! `LNK_HOLD=<step>=<path>` in the environment of `serve` (for the `call-…` steps) or of a
 //! supervisor (for the `run-…` steps; supervisors inherit `serve`'s environment) holds every call
 //! or run that reaches `<step>` there for good: the process at that step creates `<path>` and
@@ -18,12 +23,12 @@
 //! | `run-started` | a run's supervisor: the sandbox runs, its group not yet recorded |
 //!
 //! (`LNK_SUPERVISE_HOLD_GATE=<path>`, older, holds a supervisor between recording the run's
-//! group and opening the gate, until `<path>` exists.)
+//! group and opening the gate, until `<path>` exists: [`gate_path`].)
 //!
 //! A reaper has an empty environment, so its parent passes the reaper's steps on as arguments
 //! (`--hold-start`, `--hold-exec`).
 
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
@@ -32,7 +37,13 @@ use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::{Mode, OFlags};
 
 /// The environment variable: `<step>=<path>`.
+#[cfg(feature = "test-hooks")]
 pub const HOLD_ENV: &str = "LNK_HOLD";
+
+/// The supervisor's hook: when set to a path, a supervisor opens its run's gate only once that
+/// path exists, so a test can kill it between recording the group and opening the gate.
+#[cfg(feature = "test-hooks")]
+pub const GATE_ENV: &str = "LNK_SUPERVISE_HOLD_GATE";
 
 /// The steps a start can be held at (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,12 +74,33 @@ impl Step {
 }
 
 /// The path `LNK_HOLD` names for `step`, when it names that step.
+#[cfg(feature = "test-hooks")]
 pub fn path_for(step: Step) -> Option<PathBuf> {
+    use std::ffi::OsString;
     let value = std::env::var_os(HOLD_ENV)?;
     let value = value.into_vec();
     let prefix = format!("{}=", step.name());
     let path = value.strip_prefix(prefix.as_bytes())?;
     (!path.is_empty()).then(|| PathBuf::from(OsString::from_vec(path.to_vec())))
+}
+
+/// Without the `test-hooks` feature: no step is ever held.
+#[cfg(not(feature = "test-hooks"))]
+pub fn path_for(_step: Step) -> Option<PathBuf> {
+    None
+}
+
+/// The path `LNK_SUPERVISE_HOLD_GATE` names, when it is set: the supervisor opens its run's
+/// gate only once that path exists.
+#[cfg(feature = "test-hooks")]
+pub fn gate_path() -> Option<PathBuf> {
+    std::env::var_os(GATE_ENV).map(PathBuf::from)
+}
+
+/// Without the `test-hooks` feature: the gate is never held.
+#[cfg(not(feature = "test-hooks"))]
+pub fn gate_path() -> Option<PathBuf> {
+    None
 }
 
 /// Holds here: creates `path`, then waits until `wake` (a descriptor that a signal makes

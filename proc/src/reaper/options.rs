@@ -33,9 +33,11 @@ pub struct Options {
     /// With `wait_open`: once opened, the run's stdin is fd 4 (a pipe or a terminal its
     /// supervisor handed over, [`super::launch::prepare_gate`]) rather than `/dev/null`.
     pub run_stdin: bool,
-    /// Test hook: hold before forking the sandbox (see [`super::hold`]).
+    /// Test hook: hold before forking the sandbox (see [`super::hold`]). Always `None` in a
+    /// build without the `test-hooks` feature.
     pub hold_start: Option<PathBuf>,
-    /// Test hook: hold the sandbox's process before its exec.
+    /// Test hook: hold the sandbox's process before its exec. Always `None` in a build without
+    /// the `test-hooks` feature.
     pub hold_exec: Option<PathBuf>,
     /// For a spare with a warm sandbox ([`super::warm`]): where the call runs, as the stub
     /// inside finds it. `None`: the call starts cold.
@@ -153,7 +155,10 @@ impl Options {
                 Some("--wait-open") => options.wait_open = true,
                 Some("--null-stdin") => options.null_stdin = true,
                 Some("--run-stdin") => options.run_stdin = true,
+                // Test hooks: refused as unknown in a build without them.
+                #[cfg(feature = "test-hooks")]
                 Some(name @ "--hold-start") => options.hold_start = Some(value(name)?.into()),
+                #[cfg(feature = "test-hooks")]
                 Some(name @ "--hold-exec") => options.hold_exec = Some(value(name)?.into()),
                 Some(name @ ("--warm-files" | "--warm-id" | "--warm-dir")) => {
                     let place = options.warm.get_or_insert_with(Default::default);
@@ -194,9 +199,13 @@ mod tests {
         options.wait_open = true;
         options.null_stdin = true;
         options.run_stdin = true;
-        options.hold_start = Some("/tmp/a b".into());
-        options.hold_exec = Some("/tmp/c".into());
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        #[cfg(feature = "test-hooks")]
+        {
+            options.hold_start = Some("/tmp/a b".into());
+            options.hold_exec = Some("/tmp/c".into());
+            assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+        }
         options.warm = Some(crate::reaper::warm_wire::Place {
             files: "/w/files".into(),
             dir: "a/b".into(),
@@ -208,6 +217,26 @@ mod tests {
         options.net = true;
         options.stub = Some(1);
         assert_eq!(Options::parse(options.to_args()).unwrap(), options);
+    }
+
+    /// A build without the `test-hooks` feature (a release build, or `cargo test -p lnk-proc`
+    /// alone) takes no hold, whatever a reaper's command line says.
+    #[cfg(not(feature = "test-hooks"))]
+    #[test]
+    fn without_test_hooks_no_hold_is_taken() {
+        let parse = |args: &[&str]| Options::parse(args.iter().map(OsString::from));
+        assert!(parse(&["--hold-start", "/tmp/h", "--", "x"]).is_err());
+        assert!(parse(&["--hold-exec", "/tmp/h", "--", "x"]).is_err());
+        use crate::reaper::hold::{self, Step};
+        for step in [
+            Step::CallReaper,
+            Step::CallExec,
+            Step::RunReaper,
+            Step::RunExec,
+        ] {
+            assert_eq!(hold::path_for(step), None);
+        }
+        assert_eq!(hold::gate_path(), None);
     }
 
     #[test]

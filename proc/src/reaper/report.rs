@@ -99,25 +99,11 @@ pub struct Reporter {
 impl Reporter {
     /// Takes fd 3 over, making it close-on-exec so that the sandbox does not inherit it. Without
     /// a pipe at fd 3 (a reaper started by hand), reports go nowhere.
-    #[allow(unsafe_code)]
     pub fn from_fd3() -> Self {
-        // Only an open descriptor may become an `OwnedFd`: `/proc` says whether it is.
-        if std::fs::symlink_metadata(format!("/proc/self/fd/{REPORT_FD}")).is_err() {
-            return Self { fd: None };
-        }
-        // SAFETY: fd 3 is open (just checked) and, by the launch contract, this process's
-        // report pipe, which nothing else in the reaper owns. If it is not a pipe after all,
-        // it is forgotten below without being closed.
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(REPORT_FD) };
-        let is_pipe = rustix::fs::fstat(&fd).is_ok_and(|stat| {
-            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Fifo
-        });
-        if is_pipe && rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC).is_ok() {
-            Self { fd: Some(fd) }
-        } else {
-            std::mem::forget(fd);
-            Self { fd: None }
-        }
+        use crate::inherited::{self, Kind, OnExec};
+        // By the launch contract, this process's report pipe.
+        let fd = inherited::take(REPORT_FD, Kind::Pipe, OnExec::Close).ok();
+        Self { fd }
     }
 
     /// Reports an event. A parent that is gone (EPIPE) no longer needs to hear.

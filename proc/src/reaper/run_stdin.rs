@@ -33,15 +33,9 @@ pub fn foreground(sandbox: Pid) {
 /// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch::prepare_gate`]),
 /// to be closed once it is the sandbox's stdin: the gate must not hold the run's stdin, or a
 /// program that closes its own would never be seen to.
-#[allow(unsafe_code)]
 pub fn take() -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let fd = super::launch::RUN_STDIN_FD;
-    rustix::io::fcntl_getfd(
-        // SAFETY: only borrowed for the one fcntl that says whether it is open.
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-    )?;
-    // SAFETY: fd 4 is open (just checked) and, by the launch contract (`--run-stdin`), the run's
-    // stdin, which nothing else in this one-threaded process owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use crate::inherited::{self, Kind, OnExec};
+    // By the launch contract (`--run-stdin`), the run's stdin: a pipe, a terminal or
+    // `/dev/null`, put in place as the sandbox's stdin before it is closed.
+    inherited::take(super::launch::RUN_STDIN_FD, Kind::Open, OnExec::Keep)
 }

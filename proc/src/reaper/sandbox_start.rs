@@ -159,7 +159,7 @@ pub(super) fn fork_sandbox(
     // SAFETY: the reaper is single-threaded (it starts no thread, and the standard library
     // starts none), so the child is a copy of a process with no other thread that could hold a
     // lock; it runs only the code below (system calls on memory made before the fork) and ends
-    // in `execve` or `exit`.
+    // in `execve` or `_exit`.
     match unsafe { nix::unistd::fork() }.map_err(|e| Spawn::Setup(e.into()))? {
         nix::unistd::ForkResult::Child => {
             drop(read);
@@ -174,7 +174,9 @@ pub(super) fn fork_sandbox(
             let mut bytes = [said.0; EXEC_PIPE_BYTES];
             bytes[1..].copy_from_slice(&said.1);
             let _ = rustix::io::write(&write, &bytes);
-            std::process::exit(i32::from(EXEC_FAILED_EXIT));
+            // SAFETY: `_exit` ends the child at once: none of the parent's exit hooks or
+            // buffered output (copies in this child) runs, as the child of a fork must leave.
+            unsafe { libc::_exit(i32::from(EXEC_FAILED_EXIT)) }
         }
         nix::unistd::ForkResult::Parent { child } => {
             drop(write);
@@ -255,9 +257,10 @@ fn child_exec(
     SigSet::empty().thread_set_mask().map_err(errno)?;
     for &(from, to) in before.dups {
         // SAFETY: `from` is a descriptor the caller keeps open until the fork returned, so it is
-        // open in the child; `to` is replaced, and the `OwnedFd`s standing for both are never
-        // dropped (never closed here).
+        // open in the child, and it is only borrowed here, never closed.
         let from = unsafe { std::os::fd::BorrowedFd::borrow_raw(from) };
+        // SAFETY: `to` is the number `dup2` replaces (open or not); the `OwnedFd` standing for
+        // it is never dropped, so it closes nothing and owns nothing another owner holds.
         let mut target = std::mem::ManuallyDrop::new(unsafe {
             <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(to)
         });

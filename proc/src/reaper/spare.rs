@@ -194,24 +194,11 @@ pub struct Call {
 impl Control {
     /// Takes fd 4 over, close-on-exec; `None` when it is not an open socket (a spare started
     /// by hand, without its parent).
-    #[allow(unsafe_code)]
     pub fn from_fd4() -> Option<Self> {
-        if std::fs::symlink_metadata(format!("/proc/self/fd/{CONTROL_FD}")).is_err() {
-            return None;
-        }
-        // SAFETY: fd 4 is open (just checked) and, by the launch contract, this spare's control
-        // socket, which nothing else in the process owns. If it is not a socket after all, it
-        // is forgotten below without being closed.
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(CONTROL_FD) };
-        let is_socket = rustix::fs::fstat(&fd).is_ok_and(|stat| {
-            rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Socket
-        });
-        if is_socket && rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC).is_ok() {
-            Some(Self { fd })
-        } else {
-            std::mem::forget(fd);
-            None
-        }
+        use crate::inherited::{self, Kind, OnExec};
+        // By the launch contract, this spare's control socket.
+        let fd = inherited::take(CONTROL_FD, Kind::Socket, OnExec::Close).ok()?;
+        Some(Self { fd })
     }
 
     /// Waits for the call, or a stop. `Ok(None)`: a stop came, or the socket ended (or said

@@ -193,7 +193,7 @@ pub fn list(background: &Background, arguments: &Map<String, Value>) -> Answer {
     if lines.is_empty() && next.is_some() {
         lines.push(format!(
             "no matching runs among the {} newest looked at",
-            lnk_common::list_page::PAGE_SCAN
+            super::list_page::PAGE_SCAN
         ));
     } else if lines.is_empty() {
         lines.push("no background runs".to_owned());
@@ -243,7 +243,7 @@ fn page(state: &StateDir, query: &Query) -> Result<ListedPage, lnk_common::Error
         .before
         .as_ref()
         .map(|cursor| (cursor.started_at_ms, &cursor.id));
-    let indexed = lnk_common::list_page::page(
+    let indexed = super::list_page::page(
         state,
         &|state| filter.admits(state),
         running_only,

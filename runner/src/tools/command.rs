@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::answer::ToolAnswer;
-use crate::call::{self, CallSpec, Ended, NotRun};
+use crate::call::{self, CallError, CallSpec, Ended, NotRun};
 use crate::config::Config;
 use crate::context::ToolContext;
 use crate::input::InputBudget;
@@ -36,18 +36,13 @@ pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Opt
             structured: Some(render::structured(&outcome)),
             is_error: false,
         }),
-        Err(err) if err.raw_os_error() == Some(rustix::io::Errno::TOOBIG.raw_os_error()) => {
-            Some(ToolAnswer::refusal(format!(
-                "the arguments are too long for one command line ({err}); pass less, or write \
-                 it to a file in the files folder and pass its name"
-            )))
-        }
-        Err(err) if let Some(not_run) = NotRun::of(&err) => {
-            Some(ToolAnswer::refusal(not_run_text(not_run, &dir)))
-        }
-        Err(err) => Some(ToolAnswer::refusal(format!(
-            "the sandbox could not be started ({err}); this is the server's setup, not the \
-             call: tell the person who runs this server"
+        Err(err @ CallError::ArgumentsTooLong(_)) => Some(ToolAnswer::refusal(format!(
+            "{err}; pass less, or write it to a file in the files folder and pass its name"
+        ))),
+        Err(CallError::NotRun(not_run)) => Some(ToolAnswer::refusal(not_run_text(not_run, &dir))),
+        Err(err @ CallError::Sandbox(_)) => Some(ToolAnswer::refusal(format!(
+            "{err}; this is the server's setup, not the call: tell the person who runs this \
+             server"
         ))),
     }
 }

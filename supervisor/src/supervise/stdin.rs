@@ -37,23 +37,11 @@ pub struct RunStdin {
 
 /// Takes over fd 3, the run's input `start` handed over (`--input`): a pipe, close-on-exec
 /// from now on.
-#[allow(unsafe_code)]
 pub fn take_input() -> Result<File> {
-    use std::os::fd::FromRawFd;
+    use lnk_proc::inherited::{self, Kind, OnExec};
     const INPUT_FD: i32 = 3;
-    let stat = rustix::fs::fstat(
-        // SAFETY: only borrowed for the one fstat that says what it is.
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(INPUT_FD) },
-    )
-    .context("looking at fd 3, the run's input")?;
-    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
-        bail!("fd 3 is not a pipe: the run's input was not handed over");
-    }
-    // SAFETY: fd 3 is open (just looked at) and, by the launch contract (`--input`), the run's
-    // input pipe, which nothing else in this process owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(INPUT_FD) };
-    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)
-        .context("making the run's input close-on-exec")?;
+    let fd = inherited::take(INPUT_FD, Kind::Pipe, OnExec::Close)
+        .context("taking over fd 3, the run's input: it was not handed over as it should be")?;
     Ok(File::from(fd))
 }
 

@@ -1,12 +1,12 @@
-//! The `started` names in their tenths, read by a page in order across them, a version-1
-//! folder read as it is and upgraded.
+//! The `started` names in their tenths, walked in order across them (stopping and going on
+//! again, as `list`'s pages do), a version-1 folder read as it is and upgraded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::list_page;
+use std::ops::ControlFlow;
+
 use crate::record::{Launch, Limits, Program};
-use crate::status::State;
 use crate::time::UnixMs;
 
 /// A minute's start (a multiple of 60,000 ms).
@@ -72,28 +72,34 @@ fn started_runs(state: &StateDir, first: u64, n: usize, filed: impl Fn(&Record))
         .collect()
 }
 
-/// Every page of `limit`, following `next` as `list` does; the ids, newest first.
+/// The walk in pages of `limit`, each going on from just after the last run the one before
+/// handed out, as `list`'s pages do; the ids, newest first, each once (a run named in both
+/// trees is handed twice).
 fn every_page(state: &StateDir, limit: usize) -> Vec<String> {
     let mut shown = Vec::new();
+    let mut seen: HashSet<RunId> = HashSet::new();
     let mut before: Option<(u64, RunId)> = None;
     loop {
-        let page = list_page::page(
-            state,
-            &|_: State| true,
-            false,
-            limit,
-            before.as_ref().map(|(ms, id)| (*ms, id)),
-        )
-        .unwrap()
-        .expect("indexed");
-        shown.extend(page.records.iter().map(|r| r.id.as_str().to_owned()));
-        let Some(last) = page.records.last() else {
-            break;
-        };
-        if !page.more {
-            break;
+        let mut page: Vec<(u64, RunId)> = Vec::new();
+        crate::index::each_started(state, before.as_ref().map(|(ms, _)| *ms), &mut |ms, id| {
+            let older = before
+                .as_ref()
+                .is_none_or(|(b_ms, b_id)| (ms, id.as_str()) < (*b_ms, b_id.as_str()));
+            if older && seen.insert(id.clone()) {
+                page.push((ms, id));
+            }
+            if page.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        shown.extend(page.iter().map(|(_, id)| id.as_str().to_owned()));
+        match page.pop() {
+            Some(last) if page.len() + 1 >= limit => before = Some(last),
+            _ => break,
         }
-        before = Some((last.started_at_ms.0, last.id.clone()));
     }
     shown
 }

@@ -10,9 +10,8 @@
 //! child subreaper, so that the run's processes are reaped here once killed (an init that does
 //! not reap would keep their ids taken), which is why the test is a binary of its own.
 //!
-//! Run: `cargo build --workspace && cargo test -p lnk-tests --test reuse`.
+//! Run: `cargo test --workspace --no-run && cargo test -p lnk-tests --test reuse`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// The test itself.
-#[path = "reuse/daemon.rs"]
 mod daemon;

@@ -9,41 +9,31 @@
 //! verifies each message's ed25519 signature against the agent's `.pub` (made by
 //! `lnk-link-supervise keygen`) and records what it got.
 //!
-//! Run: `cargo build --workspace && cargo test -p lnk-tests --test telling` (it needs
+//! Run: `cargo test --workspace --no-run && cargo test -p lnk-tests --test telling` (it needs
 //! `lnk-link-run` and `lnk-link-supervise` built in the same target folder; `cargo test` from the
 //! root builds both).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// The tests' side of the state folder: a keyring, `sweep`/`stop`/`remove`, records edited
 /// under their lock, decoy processes.
-#[path = "telling/disk.rs"]
 mod disk;
 /// The stand-in way in and key pairs.
-#[path = "telling/wayin.rs"]
 mod wayin;
 
 /// A full state folder: refusals and logs say so, and no run's end is lost.
-#[path = "telling/full_disk.rs"]
 mod full_disk;
 /// The index: version-1 folders swept, indexed and read; sweeps that look only at what is due.
-#[path = "telling/index.rs"]
 mod index;
 /// A bad keyring: missing, 0644, a link, not hex.
-#[path = "telling/keyring.rs"]
 mod keyring;
 /// `stop --state` and `remove --state`.
-#[path = "telling/state_folder.rs"]
 mod state_folder;
 /// Records that no index names: found by the sweep when the folder changed, indexed or moved
 /// aside.
-#[path = "telling/strays.rs"]
 mod strays;
 /// Sweeps: lost runs, the pid-reuse guard, the ten minutes, the keep.
-#[path = "telling/sweeps.rs"]
 mod sweeps;
 /// Told once; the way in down, then up; an error answer; keygen.
-#[path = "telling/told.rs"]
 mod told;
 /// A state folder, record, lock, stop request or way in that is not the user's alone.
-#[path = "telling/trust.rs"]
 mod trust;

@@ -40,6 +40,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lnk_tests::bins::target_dir;
 use lnk_tests::readme;
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::path_str;
 use lnk_tests::skip::skip_required_by;
 
 /// npm may download Node itself on a fresh machine.
@@ -258,13 +260,14 @@ fn tasks(name: &str, unchecked: bool, sandbox: impl Fn(&Path) -> Vec<OsString>) 
         .args(["--programs-path", "/usr/bin:/bin"])
         .args(["--program", "echo", "--program", "sh", "--program", "sleep"])
         .args(["--timeout", "10s", "--output", "64KiB"])
-        .arg("--state")
-        .arg(&state)
-        .args(["--background", "4"])
-        .args(["--background-timeout", BACKGROUND_TIMEOUT])
-        .args(["--background-output", "1MiB"])
-        .args(["--background-keep", BACKGROUND_KEEP])
-        .args(["--hops", "3"])
+        .args(
+            Flags {
+                timeout: BACKGROUND_TIMEOUT,
+                keep: BACKGROUND_KEEP,
+                ..Flags::default()
+            }
+            .args(&path_str(&state)),
+        )
         .args(unchecked.then_some("--no-sandbox-check"))
         .arg("--")
         .args(sandbox(&files));

@@ -11,22 +11,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// What every test here stands the network in with.
-#[path = "network/world.rs"]
 mod world;
 
 /// The sandbox check with `--net-allow`, `check`, and the flag's refusals.
-#[path = "network/check.rs"]
 mod check;
 /// Allowed fetches with curl, urllib, git and pip, a tunnel carrying anything, and what is
 /// refused, warm and cold, as root and as `nobody`.
-#[path = "network/fetches.rs"]
 mod fetches;
 /// A hostile program against the proxy and the cut network.
-#[path = "network/hostile.rs"]
 mod hostile;
 /// A hostile program looking for another sandbox's proxy, and many connections at once.
-#[path = "network/hostile_more.rs"]
 mod hostile_more;
 /// Background runs: the supervisor's proxy, the record's figures, list and read.
-#[path = "network/runs.rs"]
 mod runs;

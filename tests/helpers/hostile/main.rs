@@ -30,7 +30,6 @@ use rustix::mount::{MountFlags, UnmountFlags, mount_remount, unmount};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 /// Attacks on the protected paths of the files folder.
-#[path = "hostile/plant.rs"]
 mod plant;
 
 fn main() -> ExitCode {

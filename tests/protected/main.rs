@@ -4,22 +4,16 @@
 //! `nobody`; the user's own git runs nothing of the agent's after a hostile call; a host's entry
 //! in the project stays the real serve; and `config --write` refuses the links the agent made.
 //!
-//! Run: `cargo build --workspace && cargo test -p lnk-tests --test protected`.
+//! Run: `cargo test --workspace --no-run && cargo test -p lnk-tests --test protected`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// `config --write` and links the agent made.
-#[path = "protected/config_links.rs"]
 mod config_links;
 /// The user's git and the host's entry after a hostile call.
-#[path = "protected/git_after.rs"]
 mod git_after;
 /// The agent's project, its protected paths, and attacks run as calls.
-#[path = "protected/project.rs"]
 mod project;
 /// Every protected path, every way in.
-#[path = "protected/ways_in.rs"]
 mod ways_in;
 /// The test folder of an agent, for root or `nobody`.
-#[path = "sandbox/world.rs"]
-#[allow(dead_code)]
-mod world;
+use lnk_tests::world;

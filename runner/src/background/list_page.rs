@@ -1,17 +1,18 @@
 //! A `list` page read through the index: the newest `started` minutes and, in each, the
 //! newest tenths of a second (or `running/` for `state: running`) down to the page's end, and
 //! the records those names point at, so that a page costs what it returns, not what the folder
-//! keeps nor how many runs started within a minute ([`crate::index`] says how the names are
-//! kept).
+//! keeps nor how many runs started within a minute (lnk-common's `index` says how the names are
+//! kept; [`index::each_started`] walks them).
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 
-use crate::error::Error;
-use crate::id::RunId;
-use crate::index::{is_indexed, running, started};
-use crate::layout::StateDir;
-use crate::record::Record;
-use crate::status::State;
+use lnk_common::error::Error;
+use lnk_common::id::RunId;
+use lnk_common::index::{self, is_indexed, running};
+use lnk_common::layout::StateDir;
+use lnk_common::record::Record;
+use lnk_common::status::State;
 
 /// The most records one page reads to find the runs a filter admits: a filter that admits
 /// few (say `stopped`, among thousands of runs that exited) must not make a page cost the
@@ -68,37 +69,32 @@ pub fn page(
         // A run moved into its tenth while this page reads (an upgrade of the folder's index)
         // may be named twice: it is shown once.
         let mut seen: HashSet<RunId> = HashSet::new();
-        'minutes: for minute in started::minutes(state, not_after)? {
-            for part in minute.parts(not_after)? {
-                for (ms, id) in part.runs()? {
-                    if !older(ms, &id) || seen.contains(&id) {
-                        continue;
-                    }
-                    if scanned >= PAGE_SCAN {
-                        scanned_to = last_read;
-                        break 'minutes;
-                    }
-                    scanned += 1;
-                    last_read = Some((ms, id.clone()));
-                    let Ok(record) = Record::load(state, &id) else {
-                        continue;
-                    };
-                    seen.insert(id);
-                    // A name left for another start time (a record rewritten by hand) is
-                    // passed over: the record's own time decides, so a run is never shown
-                    // twice.
-                    if record.started_at_ms.0 != ms {
-                        continue;
-                    }
-                    if admits(record.status.state()) {
-                        page.push(record);
-                        if page.len() >= wanted {
-                            break 'minutes;
-                        }
-                    }
-                }
+        index::each_started(state, not_after, &mut |ms, id| {
+            if !older(ms, &id) || seen.contains(&id) {
+                return ControlFlow::Continue(());
             }
-        }
+            if scanned >= PAGE_SCAN {
+                scanned_to = last_read.take();
+                return ControlFlow::Break(());
+            }
+            scanned += 1;
+            last_read = Some((ms, id.clone()));
+            let Ok(record) = Record::load(state, &id) else {
+                return ControlFlow::Continue(());
+            };
+            seen.insert(id);
+            // A name left for another start time (a record rewritten by hand) is passed over:
+            // the record's own time decides, so a run is never shown twice.
+            if record.started_at_ms.0 != ms || !admits(record.status.state()) {
+                return ControlFlow::Continue(());
+            }
+            page.push(record);
+            if page.len() >= wanted {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
     }
     let more = page.len() > limit || scanned_to.is_some();
     if page.len() > limit {

@@ -1,7 +1,7 @@
 //! A sweep's work on one run, under its lock: a run whose supervisor is gone recorded lost (or
 //! ended as the lock file kept), an untold end told, a run past its keep removed, a damaged
 //! record or lock set aside. [`sweep_one`] is what both the sweep of the index
-//! ([`crate::sweep`]) and the look for records no index names ([`crate::strays`]) call.
+//! ([`crate::sweep`]) and the look for records no index names ([`super::unindexed`]) call.
 
 use std::path::Path;
 
@@ -103,18 +103,33 @@ pub(crate) enum Seen {
     Nothing,
 }
 
-/// One run: its lock tried without waiting, and [`sweep_run`] when it was free. `has_record`:
-/// whether its record exists, when the caller knows (else looked at only when needed).
-/// `names`: what the index said of it (among them the name under which it was due).
+/// Whether a run's record exists, as the caller of [`sweep_one`] saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordSeen {
+    /// It was there (the folder's listing named it, or the caller looked).
+    Present,
+    /// The folder's listing did not name it.
+    Absent,
+    /// The caller did not look: [`sweep_one`] looks when it needs to know.
+    NotLookedAt,
+}
+
+/// One run: its lock tried without waiting, and [`sweep_run`] when it was free. `record`:
+/// whether its record exists, as the caller saw it. `names`: what the index said of it (among
+/// them the name under which it was due).
 pub(crate) fn sweep_one(
     state: &StateDir,
     id: &RunId,
-    has_record: Option<bool>,
+    record: RecordSeen,
     names: index::Found<'_>,
     report: &mut Report,
     tidy: &mut Tidy,
 ) -> Seen {
-    let has_record = || has_record.unwrap_or_else(|| state.record(id).exists());
+    let has_record = || match record {
+        RecordSeen::Present => true,
+        RecordSeen::Absent => false,
+        RecordSeen::NotLookedAt => state.record(id).exists(),
+    };
     let lock = match lock::try_lock_existing(state, id) {
         Ok(LockState::Held) => {
             report.live += 1;

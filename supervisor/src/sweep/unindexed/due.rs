@@ -25,22 +25,19 @@ use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::time::{Duration, SystemTime};
 
-use crate::error::{Error, Op};
-use crate::id::RunId;
-use crate::index::{self, INDEX_DIR};
-use crate::layout::StateDir;
-
-/// The name, in `index/`, whose modification time is the state folder's at the last look.
-pub const LOOKED_FILE: &str = "looked";
+use lnk_common::error::{Error, Op};
+use lnk_common::id::RunId;
+use lnk_common::index::{self, INDEX_DIR, LOOKED_FILE};
+use lnk_common::layout::StateDir;
 /// How old the folder's time must be, when noted, to be kept as the last look's: several
 /// ticks of the kernel's coarse clock.
-pub const SETTLE: Duration = Duration::from_millis(100);
+pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 /// The least time between two looks at a folder that changed.
-pub const LOOK_EVERY: Duration = Duration::from_secs(10 * 60);
+pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(10 * 60);
 
 /// A look at the folder's top level that is due: the folder's time when it was decided.
 #[derive(Debug, Clone, Copy)]
-pub struct Look {
+pub(crate) struct Look {
     seen: SystemTime,
     /// Whether `seen` was at least [`SETTLE`] old when it was noted.
     settled: bool,
@@ -48,7 +45,7 @@ pub struct Look {
 
 /// A [`Look`] when the folder has changed since the last one and that one is at least
 /// [`LOOK_EVERY`] old (or none was ever made), else `None`.
-pub fn look_due(state: &StateDir) -> Result<Option<Look>, Error> {
+pub(crate) fn look_due(state: &StateDir) -> Result<Option<Look>, Error> {
     let seen = fs::metadata(state.path())
         .and_then(|m| m.modified())
         .map_err(|e| Error::io(Op::Stat, state.path(), e))?;
@@ -75,7 +72,7 @@ pub fn look_due(state: &StateDir) -> Result<Option<Look>, Error> {
 
 /// A [`Look`] now, due or not: for a sweep a person or a bridge asked for, which looks at
 /// everything.
-pub fn look_now(state: &StateDir) -> Result<Look, Error> {
+pub(crate) fn look_now(state: &StateDir) -> Result<Look, Error> {
     let seen = fs::metadata(state.path())
         .and_then(|m| m.modified())
         .map_err(|e| Error::io(Op::Stat, state.path(), e))?;
@@ -88,7 +85,7 @@ pub fn look_now(state: &StateDir) -> Result<Look, Error> {
 impl Look {
     /// The records of the folder's top level that have no `started` name, in id order. The top
     /// level is read first: a record written before that read had its names made before it.
-    pub fn unindexed(&self, state: &StateDir) -> Result<Vec<RunId>, Error> {
+    pub(crate) fn unindexed(&self, state: &StateDir) -> Result<Vec<RunId>, Error> {
         let listing = state.list()?;
         let indexed = started_ids(state)?;
         Ok(listing
@@ -101,7 +98,7 @@ impl Look {
     /// Notes that the look was made: `index/looked` takes the folder's time as it was seen (or
     /// a time just before it when that was less than [`SETTLE`] old, so that the next look
     /// happens) as its modification time, and now as its access time.
-    pub fn done(self, state: &StateDir) -> Result<(), Error> {
+    pub(crate) fn done(self, state: &StateDir) -> Result<(), Error> {
         let keep = if self.settled {
             self.seen
         } else {
@@ -132,6 +129,6 @@ fn looked_path(state: &StateDir) -> std::path::PathBuf {
 
 /// The ids that have a `started` name: every run the index knows of. Reads the whole
 /// `started` tree (what a look at the folder's top level costs anyway).
-pub fn started_ids(state: &StateDir) -> Result<std::collections::HashSet<RunId>, Error> {
-    index::started::all_ids(state)
+fn started_ids(state: &StateDir) -> Result<std::collections::HashSet<RunId>, Error> {
+    index::started_ids(state)
 }

@@ -11,16 +11,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// Calls run in the client's first root, or in the folder serve was started in.
-#[path = "roots/chosen.rs"]
 mod chosen;
 /// Two projects, one state folder: each session's runs are its own; sweeps and `stop`/`remove
 /// --state` cover them all.
-#[path = "roots/projects.rs"]
 mod projects;
 /// Roots that may not be a project's folder, a client that does not answer, a root that
 /// changes.
-#[path = "roots/refused.rs"]
 mod refused;
 /// The official Python SDK's client gives its roots, in both eras.
-#[path = "roots/sdk.rs"]
 mod sdk;

@@ -7,7 +7,7 @@
 //! its end is at most ten minutes old; a run ended more than its keep ago and told (or past
 //! the ten minutes, or with no one to tell) is removed with its output file. Temporary files
 //! older than a minute are removed. A damaged record is reported and moved aside, found through
-//! the index or among the folder's names ([`strays`]: a routine sweep, `serve`'s, looks there
+//! the index or among the folder's names ([`unindexed`]: a routine sweep, `serve`'s, looks there
 //! only when the folder changed and the last look is ten minutes old; one asked for by a person
 //! or a bridge looks every time).
 
@@ -20,8 +20,11 @@ use lnk_common::index;
 use lnk_common::layout::{StateDir, TEMP_DIR, TEMP_GRACE, is_temp_name};
 use lnk_common::time::UnixMs;
 
-use crate::strays::{self, Asked};
-use crate::sweep_one::{Report, Seen, Tidy, sweep_one, tidy_gone};
+pub(crate) mod one_run;
+mod unindexed;
+
+use one_run::{RecordSeen, Report, Seen, Tidy, sweep_one, tidy_gone};
+pub(crate) use unindexed::Asked;
 
 /// Sweeps the state folder at `path` and each of its projects' state folders
 /// ([`StateDir::with_projects`]): what `sweep <state>` does. A folder that cannot be swept is
@@ -50,7 +53,7 @@ pub fn run_every(path: &Path, asked: Asked) -> Result<Report> {
 ///
 /// An indexed folder ([`index`]) is swept from its index: the runs that may be running, the
 /// untold ones, and the `due` minutes that are over — what is due, whatever the folder keeps.
-/// Records no index names are looked for as `asked` says ([`strays::look`]). A folder made
+/// Records no index names are looked for as `asked` says ([`unindexed::look`]). A folder made
 /// before the index is swept whole, then indexed; one of an older index version is upgraded
 /// ([`index::upgrade`]).
 pub fn run(path: &Path, asked: Asked) -> Result<Report> {
@@ -65,7 +68,7 @@ pub fn run(path: &Path, asked: Asked) -> Result<Report> {
     let mut tidy = Tidy::default();
     let swept = if indexed {
         // First: what it indexes is swept now.
-        strays::look(&state, asked, &mut report, &mut tidy);
+        unindexed::look(&state, asked, &mut report, &mut tidy);
         sweep_indexed(&state, &mut report, &mut tidy)
     } else {
         sweep_whole(&state, &mut report, &mut tidy)
@@ -123,14 +126,12 @@ fn sweep_whole(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Result
         if !files.record && !files.lock {
             continue;
         }
-        sweep_one(
-            state,
-            id,
-            Some(files.record),
-            index::Found::default(),
-            report,
-            tidy,
-        );
+        let record = if files.record {
+            RecordSeen::Present
+        } else {
+            RecordSeen::Absent
+        };
+        sweep_one(state, id, record, index::Found::default(), report, tidy);
     }
     Ok(())
 }
@@ -145,7 +146,15 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
     };
     for id in &running {
         // The lock first: a run whose supervisor lives costs one `open` and one `flock`.
-        if sweep_one(state, id, None, listed.found(id, None), report, tidy) == Seen::Nothing {
+        if sweep_one(
+            state,
+            id,
+            RecordSeen::NotLookedAt,
+            listed.found(id, None),
+            report,
+            tidy,
+        ) == Seen::Nothing
+        {
             // No lock, no record: a start under way, or one that died before its lock; the
             // name goes once old.
             if index::running_age(state, id).is_some_and(|age| age > index::START_GRACE) {
@@ -158,7 +167,14 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
             index::drop_untold(state, id)?;
             continue;
         }
-        sweep_one(state, id, Some(true), listed.found(id, None), report, tidy);
+        sweep_one(
+            state,
+            id,
+            RecordSeen::Present,
+            listed.found(id, None),
+            report,
+            tidy,
+        );
     }
     let minutes = index::due(state, UnixMs::now())?;
     let due: Vec<(&index::DueMinute, &RunId)> = minutes
@@ -175,7 +191,7 @@ fn sweep_indexed(state: &StateDir, report: &mut Report, tidy: &mut Tidy) -> Resu
         sweep_one(
             state,
             id,
-            Some(true),
+            RecordSeen::Present,
             listed.found(id, Some(&name)),
             report,
             tidy,

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use lnk_tests::bins::target_dir;
 use lnk_tests::readme;
+use lnk_tests::runs::Flags;
+use lnk_tests::sandbox::path_str;
 use lnk_tests::skip::skip_required_by;
 
 /// The whole script (three eras) must end well within this; it bounds each era at 90 s itself.
@@ -100,17 +102,13 @@ fn run_script(
         .args(["--programs-path", "/usr/bin:/bin"])
         .args(["--program", "echo", "--program", "sh", "--program", "sleep"])
         .args(["--timeout", "10s", "--output", "64KiB"])
-        .arg("--state")
-        .arg(state)
-        .args(["--background", "4", "--background-timeout", "60s"])
-        .args([
-            "--background-output",
-            "1MiB",
-            "--background-keep",
-            "1h",
-            "--hops",
-            "3",
-        ])
+        .args(
+            Flags {
+                timeout: "60s",
+                ..Flags::default()
+            }
+            .args(&path_str(&state)),
+        )
         .args(unchecked.then_some("--no-sandbox-check"))
         .arg("--")
         .args(sandbox);

@@ -10,11 +10,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// A home of the test's own, `config` run in it, its entry started.
-#[path = "real_work/machine.rs"]
 mod machine;
 /// The projects, inside and directly.
-#[path = "real_work/projects.rs"]
 mod projects;
 /// Secrets planted in a home, looked for from inside.
-#[path = "real_work/secrets.rs"]
 mod secrets;

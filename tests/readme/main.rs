@@ -16,10 +16,8 @@ use serde_json::Value;
 use lnk_tests::readme;
 
 /// The docs' relative links lead somewhere.
-#[path = "readme/links.rs"]
 mod links;
 /// The entries started as written, and the quickstart.
-#[path = "readme/started.rs"]
 mod started;
 
 /// The home every README entry is written for.

@@ -5,28 +5,22 @@
 //! backup, and refuses a second time without `--force`; a line the sandbox check refuses and a
 //! machine without bubblewrap write nothing and say why. Each test has its own HOME.
 //!
-//! Run: `cargo build --workspace && cargo test -p lnk-tests --test config` (the bubblewrap
+//! Run: `cargo test --workspace --no-run && cargo test -p lnk-tests --test config` (the bubblewrap
 //! halves fail without `bwrap`, and skip then with `LNK_ALLOW_SKIP=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// A private HOME, serve's flags as a person types them, and starting an entry as a host does.
-#[path = "config/home.rs"]
 mod home;
 /// What config adds for the machine, `--read`, a program not on the path, `check` with no
 /// line, refusals ending their line.
-#[path = "config/machine.rs"]
 mod machine;
 /// The README's host entries are what `config --write` writes.
-#[path = "config/readme_blocks.rs"]
 mod readme_blocks;
 /// What `config` refuses: a leaking line, a machine without bubblewrap, serve's own refusals.
-#[path = "config/refusals.rs"]
 mod refusals;
 /// `--files-from roots`: one user entry for every project, and `check` of it.
-#[path = "config/roots.rs"]
 mod roots;
 /// `--write`: merged, the rest kept, a backup, `--force`.
-#[path = "config/write.rs"]
 mod write;
 
 use crate::home::{

@@ -1,16 +1,17 @@
-//! A sweep's look for records that no index names ([`lnk_common::strays`]): for a routine sweep
+//! A sweep's look for records that no index names (when it is due: [`due`]): for a routine sweep
 //! (`serve`'s), paid only when the state folder changed since the last look and that look is
 //! ten minutes old; a sweep a person or a bridge asks for looks every time. A record that loads is given its names, so that
 //! `list` shows it and this very sweep deals with it through the index (a run whose supervisor
 //! is gone is recorded lost, an ended one told and removed in time); one that does not load is
 //! reported and moved aside, under its lock, as any damaged record is.
 
+mod due;
+
 use lnk_common::index;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
-use lnk_common::strays;
 
-use crate::sweep_one::{Report, Tidy, sweep_one};
+use super::one_run::{RecordSeen, Report, Tidy, sweep_one};
 
 /// Which sweep looks: a routine one (`serve`'s) or one that was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +26,8 @@ pub enum Asked {
 /// changed since the last look and that look is ten minutes old.
 pub fn look(state: &StateDir, asked: Asked, report: &mut Report, tidy: &mut Tidy) {
     let due = match asked {
-        Asked::Routine => strays::look_due(state),
-        Asked::Everything => strays::look_now(state).map(Some),
+        Asked::Routine => due::look_due(state),
+        Asked::Everything => due::look_now(state).map(Some),
     };
     let look = match due {
         Ok(Some(look)) => look,
@@ -68,7 +69,14 @@ pub fn look(state: &StateDir, asked: Asked, report: &mut Report, tidy: &mut Tidy
             Err(err) if err.is_not_found() => {}
             // Damaged: reported and moved aside under its lock, as the index's records are.
             Err(_) => {
-                let _seen = sweep_one(state, id, Some(true), index::Found::default(), report, tidy);
+                let _seen = sweep_one(
+                    state,
+                    id,
+                    RecordSeen::Present,
+                    index::Found::default(),
+                    report,
+                    tidy,
+                );
             }
         }
     }

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use lnk_tests::bins::link_run;
-use lnk_tests::bins::link_supervise;
-use lnk_tests::runs::{Bg, Flags};
-use lnk_tests::sandbox::{Sandbox, bwrap_line, path_str};
-use lnk_tests::setup::ServeBuilder;
+use crate::bins::link_run;
+use crate::bins::link_supervise;
+use crate::runs::{Bg, Flags};
+use crate::sandbox::{Sandbox, bwrap_line, path_str};
+use crate::setup::ServeBuilder;
 
 /// The agent whose key the keyring holds.
 pub const AGENT: &str = "agent-1";
@@ -59,26 +59,32 @@ impl World {
         let root = bg.setup.root.path().to_path_buf();
         let keyring = root.join("config/lnk/keyring");
         let bridge_dir = root.join("bridge");
-        std::fs::create_dir(&bridge_dir).unwrap();
+        std::fs::create_dir(&bridge_dir).unwrap_or_else(|e| panic!("{bridge_dir:?}: {e}"));
         let way_in = bridge_dir.join("way-in.sock");
         let bridge = (!fresh).then(|| Bridge::listen(&way_in));
         if !fresh {
-            std::fs::create_dir_all(&keyring).unwrap();
-            std::fs::set_permissions(&keyring, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::fs::create_dir_all(&keyring).unwrap_or_else(|e| panic!("{keyring:?}: {e}"));
+            std::fs::set_permissions(&keyring, std::fs::Permissions::from_mode(0o700))
+                .unwrap_or_else(|e| panic!("{keyring:?}: {e}"));
             let out = Command::new(link_supervise())
                 .args(["keygen", "--keyring", &path_str(&keyring), "--as", AGENT])
                 .stdin(Stdio::null())
                 .output()
-                .unwrap();
+                .unwrap_or_else(|e| panic!("starting keygen: {e}"));
             assert!(out.status.success(), "keygen: {out:?}");
-            std::fs::create_dir(&bg.state).unwrap();
-            std::fs::set_permissions(&bg.state, std::fs::Permissions::from_mode(0o700)).unwrap();
-            std::fs::write(bg.state.join("start.lock"), "").unwrap();
-            std::fs::write(bg.state.join("abcdefghijkl0123.json"), "{}").unwrap();
+            let state = &bg.state;
+            std::fs::create_dir(state).unwrap_or_else(|e| panic!("{state:?}: {e}"));
+            std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700))
+                .unwrap_or_else(|e| panic!("{state:?}: {e}"));
+            for (name, text) in [("start.lock", ""), ("abcdefghijkl0123.json", "{}")] {
+                std::fs::write(state.join(name), text)
+                    .unwrap_or_else(|e| panic!("{state:?}/{name}: {e}"));
+            }
         }
         if let Some(uid) = user {
             // Everything of the world is the user's, and the folders above it let it pass.
-            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755))
+                .unwrap_or_else(|e| panic!("{root:?}: {e}"));
             chown_all(&root, uid);
         }
         World {
@@ -118,13 +124,13 @@ impl World {
 
     /// The README's recommended line for this world's files folder (nothing added).
     pub fn recommended(&self) -> Vec<String> {
-        lnk_tests::readme::recommended_sandbox(self.files(), &[])
+        crate::readme::recommended_sandbox(self.files(), &[])
     }
 
     /// The tests' bubblewrap line (the recommended one, with the helpers visible), with `edit`
     /// applied to its elements.
     pub fn line_with(&self, edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
-        let mut line = bwrap_line(self.files(), &[lnk_tests::bins::helpers_dir()]);
+        let mut line = bwrap_line(self.files(), &[crate::bins::helpers_dir()]);
         edit(&mut line);
         line
     }
@@ -148,9 +154,13 @@ impl World {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap();
+            .unwrap_or_else(|e| panic!("starting `lnk-link-run {subcommand}`: {e}"));
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while child.try_wait().unwrap().is_none() {
+        while child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("waiting for `lnk-link-run {subcommand}`: {e}"))
+            .is_none()
+        {
             if std::time::Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -158,16 +168,23 @@ impl World {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        child.wait_with_output().unwrap()
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("reading `lnk-link-run {subcommand}`'s output: {e}"))
     }
 }
 
 /// Gives `path` and everything below it to `uid` (and the group of the same number).
 pub fn chown_all(path: &Path, uid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid))
+        .unwrap_or_else(|e| panic!("{path:?}: {e}"));
     if path.is_dir() && !path.is_symlink() {
-        for entry in std::fs::read_dir(path).unwrap() {
-            chown_all(&entry.unwrap().path(), uid);
+        let entries = std::fs::read_dir(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        for entry in entries {
+            chown_all(
+                &entry.unwrap_or_else(|e| panic!("{path:?}: {e}")).path(),
+                uid,
+            );
         }
     }
 }
@@ -183,7 +200,7 @@ impl Bridge {
     fn listen(path: &Path) -> Bridge {
         use std::io::{BufRead, BufReader, Write};
         use std::sync::atomic::Ordering;
-        let listener = UnixListener::bind(path).unwrap();
+        let listener = UnixListener::bind(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopping = std::sync::Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
