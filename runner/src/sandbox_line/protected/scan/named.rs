@@ -102,9 +102,12 @@ impl Search<'_> {
                 continue;
             };
             let elsewhere = match FileType::from_raw_mode(stat.st_mode) {
-                FileType::Symlink => path
-                    .canonicalize()
-                    .is_ok_and(|to| to.starts_with(self.files) && !to.starts_with(&folder)),
+                FileType::Symlink => {
+                    // Where it leads may change in folders no watch covers.
+                    self.follows();
+                    path.canonicalize()
+                        .is_ok_and(|to| to.starts_with(self.files) && !to.starts_with(&folder))
+                }
                 FileType::RegularFile => stat.st_nlink > 1,
                 _ => false,
             };
@@ -140,6 +143,10 @@ impl Search<'_> {
             return Ok(());
         }
         let (hooks, includes) = named_paths(&String::from_utf8_lossy(&text));
+        if !hooks.is_empty() || !includes.is_empty() {
+            // Where they lead may change in folders no watch covers.
+            self.follows();
+        }
         for hook in hooks {
             if let Some(rel) = self.inside(worktree, &hook) {
                 self.hold_named(&rel, Placeholder::Folder)?;

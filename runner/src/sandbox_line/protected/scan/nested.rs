@@ -62,6 +62,8 @@ impl Search<'_> {
             let Ok(child) = open_dir(dir.as_fd(), Path::new(name)) else {
                 continue;
             };
+            let child_rel = rel.join(name);
+            self.watch(child.as_fd(), &child_rel);
             self.folders += 1;
             if self.folders > MAX_FOLDERS {
                 return Err(format!(
@@ -74,7 +76,6 @@ impl Search<'_> {
                     NOT_SEARCHED.join(", ")
                 ));
             }
-            let child_rel = rel.join(name);
             let holds_git =
                 rustix::fs::statat(&child, GIT, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
                     matches!(
