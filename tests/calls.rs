@@ -58,11 +58,28 @@ fn no_spare_is_left_behind_however_serve_ends(sandbox: Sandbox) {
     let setup = Setup::new(sandbox);
     for how in ["stdin closed", "SIGTERM", "SIGKILL"] {
         let mut serve = setup.serve().start();
+        // Eight calls surely in flight at once: each waits for `go`, made once all eight run.
+        let _ = std::fs::remove_file(setup.files.join("go"));
         let ids: Vec<i64> = (0..8)
-            .map(|_| serve.send_call(json!({"program": "true"}), None))
+            .map(|k| {
+                let wait = format!("touch started-{k}; while [ ! -e go ]; do sleep 0.01; done");
+                serve.send_call(json!({"program": "sh", "args": ["-c", wait]}), None)
+            })
             .collect();
+        let deadline = Instant::now() + ANSWER;
+        while (0..8).any(|k| !setup.files.join(format!("started-{k}")).exists()) {
+            assert!(
+                Instant::now() < deadline,
+                "{how}: the eight calls did not all start"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::write(setup.files.join("go"), "").unwrap();
         for id in ids {
-            serve.call_result(id, ANSWER);
+            stdout_of(&serve.call_result(id, ANSWER));
+        }
+        for k in 0..8 {
+            std::fs::remove_file(setup.files.join(format!("started-{k}"))).unwrap();
         }
         wait_stubs(serve.pid(), 8, &[]);
         let below = descendants(serve.pid());

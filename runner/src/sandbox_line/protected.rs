@@ -4,7 +4,8 @@
 //! hooks (the user's `git status` obeys `core.fsmonitor`), a host's or an editor's project
 //! settings, and the others of [`names`].
 //!
-//! The word becomes bubblewrap's binds, found afresh for each sandbox ([`scan`]): each
+//! The word becomes bubblewrap's binds, found for each sandbox ([`scan`]; in `serve`, the last
+//! search kept while the folders it looked in show no change, [`cache`]): each
 //! protected path bound over itself read-only, each folder above a nested repository and each
 //! repository's git folder bound over itself writable (so that none can be renamed and another
 //! put in its place), and for each missing name a placeholder made first. Every bind names a
