@@ -124,6 +124,9 @@ pub(super) fn patterns(
     place: &Place,
     options: &Options,
 ) -> Result<()> {
+    if options.compare_calls == 0 && options.spaced_calls == 0 && options.burst_rounds == 0 {
+        return Ok(());
+    }
     let mut targets = targets::start_all(report, bins, place, options)?;
     let measured = (|| {
         let mut phases = Vec::new();
