@@ -7,7 +7,8 @@
 //! A search is kept only when every folder it looked in is watched from before it looked
 //! ([`super::watches`]) and it followed no path by its text (a `gitdir:` file, a `commondir`,
 //! a `core.hooksPath` or an include, a hook that is a symbolic link: where those lead may
-//! change in folders no watch covers). Before a kept search is used, its watches are read: any
+//! change in folders no watch covers). A folder whose folders could not all be watched is not
+//! watched again: each sandbox searches it afresh, as before. Before a kept search is used, its watches are read: any
 //! event since is a change, and the folder is searched afresh (placeholders made, watches set
 //! anew). So a protected path that a program made (a repository's `.git/config` or
 //! `.git/hooks`, nested or not) is in the very next sandbox, as with a search for each.
@@ -38,11 +39,15 @@ struct Kept {
 #[derive(Debug, Default)]
 struct Cache {
     kept: Mutex<Option<Kept>>,
+    /// A files folder whose folders could not all be watched (too many, or the user's inotify
+    /// limits): searched without watches from then on, for each sandbox.
+    unwatched: Mutex<Option<PathBuf>>,
 }
 
 /// `serve`'s.
 static CACHE: Cache = Cache {
     kept: Mutex::new(None),
+    unwatched: Mutex::new(None),
 };
 
 /// From now on, a search of a files folder is kept for the next sandbox while nothing it
@@ -73,10 +78,16 @@ impl Cache {
             // a call never waits for another's search.
             *kept = None;
         }
-        let watches = if keep { Watches::new() } else { None };
+        let watched = keep && lock(&self.unwatched).as_deref() != Some(files);
+        let watches = if watched { Watches::new() } else { None };
         let found = scan::scan(files, watches.as_ref())?;
         super::lifetime::record(files, &found.made);
         let bound = Arc::new(found.bound);
+        if let Some(watches) = &watches
+            && !watches.whole()
+        {
+            *lock(&self.unwatched) = Some(files.to_path_buf());
+        }
         if let Some(watches) = watches
             && found.keepable
             && watches.whole()
