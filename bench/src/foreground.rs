@@ -1,12 +1,12 @@
 //! `lnk-bench foreground`: per-call overhead, an output flood, and concurrency, each against a
-//! baseline measured in the same run; warm and cold calls against a peer server
-//! ([`compare`]), and idle warm spares ([`idle`]).
+//! baseline measured in the same run; warm and cold calls against a peer server, in the
+//! patterns calls come in ([`patterns`]), and idle warm spares ([`idle`]).
 
 mod baselines;
-mod compare;
 mod concurrency;
 mod flood;
 mod idle;
+mod patterns;
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -50,10 +50,27 @@ pub struct Options {
     /// Rounds of the concurrent calls.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Calls of `echo hi` per target and phase in the warm/cold/peer comparison (0 skips it).
+    /// Consecutive calls of `echo hi` per target and round in the warm/cold/peer comparison
+    /// (0 skips the pattern).
     #[arg(long, default_value_t = 300)]
     pub compare_calls: usize,
-    /// Only the warm/cold/peer comparison, the calls at once and the idle spares.
+    /// Spaced calls (100 ms apart) per target and round (0 skips the pattern).
+    #[arg(long, default_value_t = 100)]
+    pub spaced_calls: usize,
+    /// Bursts of each size per target and round (0 skips them).
+    #[arg(long, default_value_t = 15)]
+    pub burst_rounds: usize,
+    /// The sizes of the bursts: the first is held against the peer, the others warm against
+    /// cold.
+    #[arg(long, value_delimiter = ',', default_values_t = [8, 32])]
+    pub burst_sizes: Vec<usize>,
+    /// The pause before each burst (the model's thinking, in which spares are refilled).
+    #[arg(long, default_value_t = 250)]
+    pub burst_pause_ms: u64,
+    /// Rounds of every pattern; each figure is the median of the per-round medians.
+    #[arg(long, default_value_t = 2)]
+    pub pattern_rounds: usize,
+    /// Only the warm/cold/peer comparison and the idle spares.
     #[arg(long)]
     pub compare_only: bool,
     /// Idle warm spares measured.
@@ -200,9 +217,7 @@ fn measure(options: &Options, bins: &Bins, place: &Place, report: &mut Report) -
     if !options.compare_only {
         measure_overheads(options, bins, place, report)?;
     }
-    if options.compare_calls > 0 {
-        compare::compare(report, bins, place, options)?;
-    }
+    patterns::patterns(report, bins, place, options)?;
     if options.idle_secs > 0 {
         idle::idle(report, bins, place, options)?;
     }

@@ -322,6 +322,24 @@ impl Serve {
         Ok(id)
     }
 
+    /// Reads the next answer (notifications skipped): its id and its result. A JSON-RPC
+    /// error is an error.
+    pub fn read_result(&mut self, limit: Duration) -> Result<(u64, Value)> {
+        let mut message = self.read_response(limit)?;
+        let id = message
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| anyhow!("an answer without a numeric id: {message}"))?;
+        if let Some(error) = message.get("error") {
+            bail!("request {id} failed with a JSON-RPC error: {error}");
+        }
+        let result = message
+            .get_mut("result")
+            .map(Value::take)
+            .ok_or_else(|| anyhow!("answer {id} has no result"))?;
+        Ok((id, result))
+    }
+
     /// Sends a notification.
     pub fn notify(&mut self, method: &str, params: &Value) -> Result<()> {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))

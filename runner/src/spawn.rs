@@ -47,8 +47,10 @@ pub fn spawn(
     }
     let net = net.map(|net| net.fd);
     if let Some(reaper) = crate::spares::hand(&options, line, cwd, workdir, with_input, net) {
+        tracing::trace!("the call runs in a spare");
         return Ok(reaper);
     }
+    tracing::trace!("no spare ready: the call starts its own reaper");
     start(&options, line.0, cwd, with_input, net)
 }
 

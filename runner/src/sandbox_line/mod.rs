@@ -4,7 +4,8 @@
 //! A line may name the files folder as `{files}` (for instance bubblewrap's `--bind {files}
 //! {files}`), so that one line serves whatever folder `--files` names, and the line a host's
 //! entry holds does not repeat the folder; the protected paths as `{protected}`
-//! ([`protected`]), found afresh for each sandbox made; and the cache folders' binds as
+//! ([`protected`]), found for each sandbox made (in `serve`, as last found while nothing they
+//! depend on changed); and the cache folders' binds as
 //! `{caches}` ([`caches`]). Every use of the sandbox — a call, a warm sandbox started ahead of
 //! its call, the sandbox check's probe, a background run's record — takes the line from here,
 //! so all of them run the same words.
@@ -12,7 +13,7 @@
 //! | word | becomes |
 //! |---|---|
 //! | `{files}` | the files folder |
-//! | `{protected}` | read-only binds over the protected paths of the files folder, found afresh for each sandbox ([`protected`]) |
+//! | `{protected}` | read-only binds over the protected paths of the files folder, found for each sandbox ([`protected`]) |
 //! | `{caches}` | the binds of the cache folders ([`caches`]): each read-write over the sandbox's own layer, or read-only where the layers cannot be made |
 //!
 //! Some words name descriptors (`--ro-bind-fd 100 <path>`): an [`Expanded`] line carries them

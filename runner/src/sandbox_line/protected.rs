@@ -4,7 +4,8 @@
 //! hooks (the user's `git status` obeys `core.fsmonitor`), a host's or an editor's project
 //! settings, and the others of [`names`].
 //!
-//! The word becomes bubblewrap's binds, found afresh for each sandbox ([`scan`]): each
+//! The word becomes bubblewrap's binds, found for each sandbox ([`scan`]; in `serve`, the last
+//! search kept while the folders it looked in show no change, [`cache`]): each
 //! protected path bound over itself read-only, each folder above a nested repository and each
 //! repository's git folder bound over itself writable (so that none can be renamed and another
 //! put in its place), and for each missing name a placeholder made first. Every bind names a
@@ -12,10 +13,12 @@
 //! ([`super::pass`]), never a path bubblewrap would resolve again. The placeholders are removed
 //! when the last process making sandboxes for the folder ends ([`lifetime`]).
 
+mod cache;
 mod lifetime;
 mod mounts;
 pub mod names;
 mod scan;
+mod watches;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -23,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use lnk_common::record::FileId;
 
+pub use cache::keep_across_sandboxes;
 pub use lifetime::{leave, run_started};
 pub use scan::Hold;
 
@@ -41,17 +45,17 @@ pub struct Protection {
 }
 
 /// The binds for the files folder `files` (canonical), their descriptors numbered from
-/// `first_fd`: found now, the placeholders made.
+/// `first_fd`: found now (or, in `serve`, as last found when nothing changed since:
+/// [`cache`]), the placeholders made.
 pub fn expand(files: &Path, first_fd: i32) -> Result<Protection, String> {
     lifetime::hold(files)?;
-    let found = scan::scan(files)?;
-    lifetime::record(files, &found.made);
+    let found = cache::found(files)?;
     let mut protection = Protection {
         words: Vec::new(),
         fds: Vec::new(),
         found: Vec::new(),
     };
-    for (i, bound) in found.bound.into_iter().enumerate() {
+    for (i, bound) in found.iter().enumerate() {
         let number = i32::try_from(i)
             .ok()
             .and_then(|i| first_fd.checked_add(i))
@@ -65,8 +69,16 @@ pub fn expand(files: &Path, first_fd: i32) -> Result<Protection, String> {
             OsString::from(number.to_string()),
             files.join(&bound.rel).into_os_string(),
         ]);
-        protection.found.push((bound.rel, bound.hold, bound.id));
-        protection.fds.push(bound.fd);
+        let fd = bound.fd.try_clone().map_err(|e| {
+            format!(
+                "cannot hold {} for the sandbox: {e}",
+                files.join(&bound.rel).display()
+            )
+        })?;
+        protection
+            .found
+            .push((bound.rel.clone(), bound.hold, bound.id));
+        protection.fds.push(fd);
     }
     Ok(protection)
 }

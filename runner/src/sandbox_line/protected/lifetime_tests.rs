@@ -11,7 +11,7 @@ fn made() -> (tempfile::TempDir, tempfile::TempDir, Lease) {
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().canonicalize().unwrap();
     let registry = tempfile::tempdir().unwrap();
-    let found = scan::scan(&files).unwrap();
+    let found = scan::scan(&files, None).unwrap();
     let lease = Lease {
         files: files.clone(),
         dir: rustix::fs::open(

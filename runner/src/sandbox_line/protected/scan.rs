@@ -14,6 +14,7 @@
 //! folder and a nested repository, is *pinned*: bound over itself, writable, so that it cannot
 //! be renamed or removed and another put in its place.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -26,6 +27,7 @@ use rustix::io::Errno;
 use super::names::{
     GIT, GIT_PARTS, GITHUB, HOME_FILES, NESTED_LEVELS, NOT_SEARCHED, Placeholder, TOP, WORKFLOWS,
 };
+use super::watches::Watches;
 
 /// How many folders the search for nested repositories may open before it gives up. It does
 /// not stop early and protect less: a program could otherwise hide a repository behind enough
@@ -76,10 +78,15 @@ pub struct Found {
     pub bound: Vec<Bound>,
     /// The placeholders it made.
     pub made: Vec<Made>,
+    /// Whether it followed no path by its text ([`Search::followed`]): with every folder it
+    /// looked in watched, what it found may be kept until one changes ([`super::cache`]).
+    pub keepable: bool,
 }
 
-/// Finds what to protect in the files folder `files` (canonical), making the placeholders.
-pub fn scan(files: &Path) -> Result<Found, String> {
+/// Finds what to protect in the files folder `files` (canonical), making the placeholders;
+/// with `watches`, each folder it looks in is watched before it looks
+/// ([`super::watches`]).
+pub fn scan(files: &Path, watches: Option<&Watches>) -> Result<Found, String> {
     let root = open_dir(rustix::fs::CWD, files)
         .map_err(|e| format!("cannot open the files folder {}: {e}", files.display()))?;
     let mut search = Search {
@@ -90,12 +97,16 @@ pub fn scan(files: &Path) -> Result<Found, String> {
         gitdirs: HashSet::new(),
         user_hooks: user_config::user_hooks_paths(),
         folders: 0,
+        watches,
+        followed: Cell::new(false),
     };
+    search.watch(search.root.as_fd(), Path::new(""));
     search.top()?;
     search.nested()?;
     Ok(Found {
         bound: search.bound.into_values().collect(),
         made: search.made,
+        keepable: !search.followed.get(),
     })
 }
 
@@ -110,12 +121,30 @@ struct Search<'a> {
     /// repository's git obeys unless its own configuration says otherwise.
     user_hooks: Vec<String>,
     folders: usize,
+    /// The folders looked in, watched before the look.
+    watches: Option<&'a Watches>,
+    /// Whether the search followed a path by its text (a `gitdir:` file, a `commondir`, a
+    /// hooks path or an include, a hook that is a link), which may lead through folders no
+    /// watch covers.
+    followed: Cell<bool>,
 }
 
 /// What is at a name: its handle (`O_PATH`) and kind, or nothing.
 type Opened = Option<(OwnedFd, FileType)>;
 
 impl Search<'_> {
+    /// Watches the folder `dir` (at `rel`) before the search looks in it.
+    fn watch(&self, dir: BorrowedFd<'_>, rel: &Path) {
+        if let Some(watches) = self.watches {
+            watches.add(dir, rel);
+        }
+    }
+
+    /// The search followed a path by its text: what it found is not kept.
+    fn follows(&self) {
+        self.followed.set(true);
+    }
+
     fn shown(&self, rel: &Path) -> String {
         self.files.join(rel).display().to_string()
     }
@@ -327,6 +356,7 @@ impl Search<'_> {
             )
             .map_err(|e| format!("cannot open {} as a folder: {e}", self.shown(rel)))?;
         }
+        self.watch(fd.as_fd(), rel);
         Ok(fd)
     }
 }

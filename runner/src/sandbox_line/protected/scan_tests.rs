@@ -38,7 +38,7 @@ fn held(found: &Found, rel: &str) -> Option<Hold> {
 #[test]
 fn an_empty_folder_gets_a_placeholder_for_every_name_and_no_repository() {
     let (_dir, files) = folder();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     for top in TOP {
         assert_eq!(held(&found, top.name), Some(Hold::ReadOnly), "{}", top.name);
         let meta = fs::symlink_metadata(files.join(top.name)).unwrap();
@@ -63,7 +63,7 @@ fn an_empty_folder_gets_a_placeholder_for_every_name_and_no_repository() {
         .position(|p| *p == Path::new(".github/workflows"));
     assert!(github < workflows, "{order:?}");
     // A second look makes nothing more, and finds the same.
-    let again = scan(&files).unwrap();
+    let again = scan(&files, None).unwrap();
     assert!(again.made.is_empty(), "{:?}", again.made);
     assert_eq!(holds(&again), holds(&found));
 }
@@ -73,7 +73,7 @@ fn a_repository_is_pinned_and_its_configuration_and_hooks_held_read_only() {
     let (_dir, files) = folder();
     git(&["init", "-q"], &files);
     fs::remove_dir_all(files.join(".git/hooks")).unwrap();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     assert_eq!(held(&found, ".git"), Some(Hold::Pin));
     assert_eq!(held(&found, ".git/config"), Some(Hold::ReadOnly));
     // Missing hooks get a placeholder: a program cannot make a hooks folder.
@@ -92,7 +92,7 @@ fn nested_repositories_are_protected_down_three_levels_with_every_folder_above_p
         git(&["init", "-q"], &files.join(repo));
     }
     fs::create_dir(files.join("b/c/.vscode")).unwrap();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     for pinned in [
         "a",
         "a/.git",
@@ -127,7 +127,7 @@ fn nested_repositories_are_protected_down_three_levels_with_every_folder_above_p
 fn a_link_at_a_protected_name_at_the_top_is_refused_and_one_below_left_alone() {
     let (_dir, files) = folder();
     symlink("/etc", files.join(".vscode")).unwrap();
-    let err = scan(&files).unwrap_err();
+    let err = scan(&files, None).unwrap_err();
     assert!(
         err.contains(".vscode") && err.contains("symbolic link"),
         "{err}"
@@ -136,7 +136,7 @@ fn a_link_at_a_protected_name_at_the_top_is_refused_and_one_below_left_alone() {
     fs::create_dir(files.join("sub")).unwrap();
     git(&["init", "-q"], &files.join("sub"));
     symlink("/etc", files.join("sub/.claude")).unwrap();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     assert_eq!(held(&found, "sub/.claude"), None);
     assert_eq!(held(&found, "sub/.git/config"), Some(Hold::ReadOnly));
 }
@@ -147,7 +147,7 @@ fn a_gitdir_file_is_held_and_the_folder_it_names_inside_is_protected() {
     fs::create_dir(files.join("store")).unwrap();
     git(&["init", "-q", "--bare", "repo.git"], &files.join("store"));
     fs::write(files.join(".git"), "gitdir: store/repo.git\n").unwrap();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     assert_eq!(held(&found, ".git"), Some(Hold::ReadOnly));
     assert_eq!(held(&found, "store"), Some(Hold::Pin));
     assert_eq!(held(&found, "store/repo.git"), Some(Hold::Pin));
@@ -159,7 +159,7 @@ fn a_gitdir_file_is_held_and_the_folder_it_names_inside_is_protected() {
 fn every_bound_handle_is_the_file_found_opened_without_following_links() {
     let (_dir, files) = folder();
     git(&["init", "-q"], &files);
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     for bound in &found.bound {
         let stat = rustix::fs::fstat(&bound.fd).unwrap();
         assert_eq!(FileId::from_stat(&stat), bound.id);
@@ -175,14 +175,14 @@ fn what_the_configuration_sends_git_to_is_held_too() {
     git(&["config", "core.hooksPath", "tools/hooks"], &files);
     git(&["config", "include.path", "../shared.cfg"], &files);
     fs::write(files.join("shared.cfg"), "[user]\n").unwrap();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     // The hooks folder is missing: the first missing folder stands in for it.
     assert_eq!(held(&found, "tools"), Some(Hold::ReadOnly));
     assert!(files.join("tools").is_dir());
     assert_eq!(held(&found, "shared.cfg"), Some(Hold::ReadOnly));
     fs::remove_dir(files.join("tools")).unwrap();
     fs::create_dir_all(files.join("tools/hooks")).unwrap();
-    let found = scan(&files).unwrap();
+    let found = scan(&files, None).unwrap();
     assert_eq!(held(&found, "tools"), Some(Hold::Pin));
     assert_eq!(held(&found, "tools/hooks"), Some(Hold::ReadOnly));
 }
@@ -193,10 +193,10 @@ fn a_common_folder_planted_in_a_repositorys_own_git_folder_is_refused() {
     fs::create_dir(files.join("sub")).unwrap();
     git(&["init", "-q"], &files.join("sub"));
     fs::write(files.join("sub/.git/commondir"), "evil\n").unwrap();
-    let err = scan(&files).unwrap_err();
+    let err = scan(&files, None).unwrap_err();
     assert!(err.contains("sub/.git/commondir"), "{err}");
     fs::remove_file(files.join("sub/.git/commondir")).unwrap();
-    assert!(scan(&files).is_ok());
+    assert!(scan(&files, None).is_ok());
 }
 
 #[test]
@@ -205,15 +205,15 @@ fn hooks_and_files_held_read_only_must_be_their_own() {
     git(&["init", "-q"], &files);
     fs::write(files.join("mine.sh"), "#!/bin/sh\n").unwrap();
     symlink(files.join("mine.sh"), files.join(".git/hooks/pre-commit")).unwrap();
-    let err = scan(&files).unwrap_err();
+    let err = scan(&files, None).unwrap_err();
     assert!(err.contains("pre-commit"), "{err}");
     fs::remove_file(files.join(".git/hooks/pre-commit")).unwrap();
     fs::hard_link(files.join("mine.sh"), files.join(".git/hooks/pre-commit")).unwrap();
-    assert!(scan(&files).unwrap_err().contains("pre-commit"));
+    assert!(scan(&files, None).unwrap_err().contains("pre-commit"));
     fs::remove_file(files.join(".git/hooks/pre-commit")).unwrap();
     // A protected file with another name in the files folder.
     fs::hard_link(files.join(".git/config"), files.join("config-too")).unwrap();
-    let err = scan(&files).unwrap_err();
+    let err = scan(&files, None).unwrap_err();
     assert!(
         err.contains(".git/config") && err.contains("hard links"),
         "{err}"
@@ -229,7 +229,7 @@ fn scan_speed() {
     let files = PathBuf::from(files).canonicalize().unwrap();
     for _ in 0..3 {
         let start = std::time::Instant::now();
-        let found = scan(&files).unwrap();
+        let found = scan(&files, None).unwrap();
         eprintln!("{} bound in {:?}", found.bound.len(), start.elapsed());
     }
 }

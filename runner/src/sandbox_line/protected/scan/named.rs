@@ -102,9 +102,12 @@ impl Search<'_> {
                 continue;
             };
             let elsewhere = match FileType::from_raw_mode(stat.st_mode) {
-                FileType::Symlink => path
-                    .canonicalize()
-                    .is_ok_and(|to| to.starts_with(self.files) && !to.starts_with(&folder)),
+                FileType::Symlink => {
+                    // Where it leads may change in folders no watch covers.
+                    self.follows();
+                    path.canonicalize()
+                        .is_ok_and(|to| to.starts_with(self.files) && !to.starts_with(&folder))
+                }
                 FileType::RegularFile => stat.st_nlink > 1,
                 _ => false,
             };
@@ -143,6 +146,11 @@ impl Search<'_> {
         // The user's own `core.hooksPath` too: the repository's own overrides it, but a
         // program could not take that one away, and holding both costs nothing.
         let user_hooks = self.user_hooks.clone();
+        if !hooks.is_empty() || !includes.is_empty() || !user_hooks.is_empty() {
+            // Where they lead may change in folders no watch covers (and the user's own
+            // configuration is not watched at all).
+            self.follows();
+        }
         for hook in hooks.into_iter().chain(user_hooks) {
             if let Some(rel) = self.inside(worktree, &hook) {
                 self.hold_named(&rel, Placeholder::Folder)?;

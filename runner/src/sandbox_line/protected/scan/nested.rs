@@ -69,6 +69,8 @@ impl Search<'_> {
                 }
                 Err(_) => continue,
             };
+            let child_rel = rel.join(name);
+            self.watch(child.as_fd(), &child_rel);
             self.folders += 1;
             if self.folders > MAX_FOLDERS {
                 return Err(format!(
@@ -81,7 +83,6 @@ impl Search<'_> {
                     NOT_SEARCHED.join(", ")
                 ));
             }
-            let child_rel = rel.join(name);
             let holds_git = match rustix::fs::statat(&child, GIT, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(s) => matches!(
                     FileType::from_raw_mode(s.st_mode),

@@ -23,7 +23,11 @@ impl Search<'_> {
         }
         let dir = self.reopen(repo)?;
         let git = repo.join(GIT);
-        match self.open_at(dir.as_fd(), &git)? {
+        let found = self.open_at(dir.as_fd(), &git)?;
+        if let Some((fd, FileType::Directory)) = &found {
+            self.watch(fd.as_fd(), &git);
+        }
+        match found {
             // A git folder with no `HEAD` is no repository (the placeholder at the top is
             // one): held read-only as a whole, so that no program makes one of it.
             Some((fd, FileType::Directory))
@@ -51,8 +55,11 @@ impl Search<'_> {
             for name in TOP {
                 self.name(dir.as_fd(), &repo.join(name.name), Placeholder::None, false)?;
             }
-            if let Some((fd, FileType::Directory)) =
-                self.open_at(dir.as_fd(), &repo.join(GITHUB))?
+            let github = self.open_at(dir.as_fd(), &repo.join(GITHUB))?;
+            if let Some((fd, FileType::Directory)) = &github {
+                self.watch(fd.as_fd(), &repo.join(GITHUB));
+            }
+            if let Some((fd, FileType::Directory)) = github
                 && let Some((workflows, kind)) = self.open_at(fd.as_fd(), Path::new(WORKFLOWS))?
                 && kind != FileType::Symlink
             {
@@ -137,6 +144,8 @@ impl Search<'_> {
         ) else {
             return Ok(None);
         };
+        // Where it leads may change in folders no watch covers.
+        self.follows();
         let mut text = Vec::new();
         if std::fs::File::from(fd)
             .take(MAX_POINTER)
