@@ -176,6 +176,18 @@ fn close(mut serve: Serve) {
 /// while a folder beside it stays writable.
 #[test]
 fn a_relative_hooks_path_of_the_persons_own_git_configuration_is_protected() {
+    relative_hooks_path_is_protected(false);
+}
+
+/// The same, with the hooks path added to the person's configuration while serve runs, after a
+/// call: serve's search for protected paths, kept while nothing in the files folder changes,
+/// is not kept past it.
+#[test]
+fn a_hooks_path_the_person_adds_while_serve_runs_is_protected_in_the_next_call() {
+    relative_hooks_path_is_protected(true);
+}
+
+fn relative_hooks_path_is_protected(added_while_serving: bool) {
     if !Sandbox::Bwrap.usable() {
         return;
     }
@@ -188,13 +200,26 @@ fn a_relative_hooks_path_of_the_persons_own_git_configuration_is_protected() {
     )
     .unwrap();
     // Through an include, as dotfiles often hold it.
-    std::fs::write(
-        home.home.join(".gitconfig.hooks"),
-        "[core]\n\thooksPath = .githooks\n",
-    )
-    .unwrap();
+    let add_hooks_path = || {
+        std::fs::write(
+            home.home.join(".gitconfig.hooks"),
+            "[core]\n\thooksPath = .githooks\n",
+        )
+        .unwrap();
+    };
+    if !added_while_serving {
+        add_hooks_path();
+    }
     let (command, args) = home.write_entry("/usr/local/bin:/usr/bin:/bin", &["git"]);
     let mut serve = home.serve(&command, &args);
+    if added_while_serving {
+        // Two calls that change nothing, so that a search is kept; then the person's change.
+        for _ in 0..2 {
+            let (code, said) = shell(&mut serve, "true");
+            assert_eq!(code, 0, "{said}");
+        }
+        add_hooks_path();
+    }
 
     let hook = format!(
         "mkdir -p .githooks && printf '#!/bin/sh\\ntouch {}\\n' > .githooks/pre-commit && \

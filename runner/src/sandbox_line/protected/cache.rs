@@ -71,6 +71,7 @@ impl Cache {
             if let Some(last) = kept.as_ref()
                 && last.files == files
                 && !last.watches.changed()
+                && !scan::user_names_hooks()
             {
                 return Ok(Arc::clone(&last.bound));
             }

@@ -83,6 +83,12 @@ pub struct Found {
     pub keepable: bool,
 }
 
+/// Whether the user's own git configuration (system, global, their includes) names a
+/// `core.hooksPath` now: a search kept from before it did would not hold it.
+pub fn user_names_hooks() -> bool {
+    !user_config::user_hooks_paths().is_empty()
+}
+
 /// Finds what to protect in the files folder `files` (canonical), making the placeholders;
 /// with `watches`, each folder it looks in is watched before it looks
 /// ([`super::watches`]).
@@ -106,7 +112,8 @@ pub fn scan(files: &Path, watches: Option<&Watches>) -> Result<Found, String> {
     Ok(Found {
         bound: search.bound.into_values().collect(),
         made: search.made,
-        keepable: !search.followed.get(),
+        // The user's own hooks path is read from configuration no watch covers.
+        keepable: !search.followed.get() && search.user_hooks.is_empty(),
     })
 }
 
