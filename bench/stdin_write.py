@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`write` -> the program has the bytes (issue 18's target: median under 2 ms).
+"""`write` -> the program has the bytes (target: median under 2 ms).
 
 Starts one interactive run of a small Python program that, each time its read returns, prints
 the wall clock (`time.time_ns()`), then sends it N `write`s of "x\\n" through one `serve`, one

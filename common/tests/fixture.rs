@@ -275,7 +275,7 @@ fn fields_a_newer_build_wrote_survive_a_rewrite_at_every_level() {
     );
 }
 
-/// A run started with `input` on a terminal of its own (issue 18): `launch.stdin` is read, and
+/// A run started with `input` on a terminal of its own: `launch.stdin` is read, and
 /// a record without it (every older one) means an empty stdin that ends at once. A build from
 /// before the field keeps it as an unknown field of `launch` and writes it back, so such a
 /// record also survives an older `list`, `stop` or sweep.

@@ -1,5 +1,5 @@
 //! Nothing of a run outlives it, with or without a PID namespace (issues 10 and 12), and its
-//! supervisor sleeps and stops it gracefully (issue 9): what the program starts in a session of
+//! supervisor sleeps and stops it gracefully: what the program starts in a session of
 //! its own, double-forked, under `nohup` or ignoring SIGTERM is gone after the run's end, `stop`,
 //! the background timeout, `stop --state`, and its supervisor's SIGKILL followed by a sweep —
 //! also when the supervisor is killed at each step of the run's start. A program that traps

@@ -1,4 +1,4 @@
-//! `read` with `grep` (issue 34, item 3): the lines of the kept output that match a regular
+//! `read` with `grep`: the lines of the kept output that match a regular
 //! expression, each with its offset, within `limit`, with how many matched in all — over
 //! 100,000 lines; and its refusals.
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Output made harmless for the host (issue 34, item 4): escape sequences (OSC 52, OSC 0, OSC 8,
+//! Output made harmless for the host: escape sequences (OSC 52, OSC 0, OSC 8,
 //! a screen clear, a cursor report), C0 and C1 control characters and the bidirectional
 //! overrides, printed by a program (and passed in its arguments), arrive escaped in every tool's
 //! text and structured value — `command`, `read`, `grep`, `watch` (task and call), a run's task

@@ -1,4 +1,4 @@
-//! End-to-end tests of background runs (issue 3, "How it is shown"): `serve --state` with the
+//! End-to-end tests of background runs: `serve --state` with the
 //! `start`, `list`, `read` and `stop` tools, and `lnk-link-supervise` running each run, driven as
 //! real processes. Each test body runs twice: through the pass-through prefix
 //! `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`, failing when `bwrap`
@@ -43,7 +43,7 @@ mod scale;
 /// `stop` with a signal: each reaches a program that traps it, through the sandbox; KILL; and
 /// Ctrl-\ and Ctrl-Z on a terminal, CONT after it.
 mod signals;
-/// A run's stdin (issue 18): `input`, interactive runs driven with `write`, the refusals, and
+/// A run's stdin: `input`, interactive runs driven with `write`, the refusals, and
 /// who can reach a run's stdin channel.
 mod stdin;
 /// Background runs as MCP tasks: a declared `start` answers a task, `tasks/get` follows it to

@@ -1,4 +1,4 @@
-//! `stop` with `signal` (issue 34, item 2): each signal alone reaches a program that traps it,
+//! `stop` with `signal`: each signal alone reaches a program that traps it,
 //! through the sandbox (the program, not bubblewrap, gets it: a bubblewrap that got TERM, INT,
 //! HUP or QUIT would end the run), `stop` answers at once, and the run ends only when the
 //! program does. And on a `tty` run, Ctrl-\ and Ctrl-Z typed with `write` reach the program as

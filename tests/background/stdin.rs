@@ -1,4 +1,4 @@
-//! A run's stdin (issue 18): `start`'s `input`, `interactive` runs driven with `write`, the
+//! A run's stdin: `start`'s `input`, `interactive` runs driven with `write`, the
 //! refusals, the channel `<state>/<id>.in` and who can reach it, and a supervisor killed with an
 //! interactive run.
 use std::path::{Path, PathBuf};

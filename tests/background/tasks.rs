@@ -1,4 +1,4 @@
-//! Background runs as MCP tasks (issue 17), over raw JSON-RPC: a `start` whose request declares
+//! Background runs as MCP tasks, over raw JSON-RPC: a `start` whose request declares
 //! the Tasks extension is answered with a task, `tasks/get` follows it to `completed` (or
 //! `cancelled` after `tasks/cancel`), and nothing of it is ever sent to a request that did not
 //! ask, to `command`, or in the handshake eras.

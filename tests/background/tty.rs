@@ -1,4 +1,4 @@
-//! Runs on a terminal of their own (`tty`, issue 18): `isatty` holds inside the sandbox, the
+//! Runs on a terminal of their own (`tty`): `isatty` holds inside the sandbox, the
 //! size is the one asked, a prompt that asks only on a terminal asks and is answered, Ctrl-C
 //! typed with `write` is SIGINT, and the output file keeps what the terminal showed.
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `read` that waits (issue 18, item 1): for its `until` text, for any output, for the run's
+//! `read` that waits: for its `until` text, for any output, for the run's
 //! end or for its time; asleep meanwhile (no thread of it wakes), cancelled like any call, and
 //! through rotations of the output file.
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! How a stop reaches a supervisor (issue 9): `<id>.stop`, then SIGURG to the supervisor the
+//! How a stop reaches a supervisor: `<id>.stop`, then SIGURG to the supervisor the
 //! record names, which reads it from the signalfd it sleeps on. A stop asked before the
 //! supervisor could be signalled is seen by its first look at `<id>.stop`; a SIGURG without a
 //! stop request stops nothing; the run's processes do not inherit the supervisor's mask.

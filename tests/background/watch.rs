@@ -1,4 +1,4 @@
-//! `watch` as an MCP task (issue 34, item 1): it completes within a second of its line and not
+//! `watch` as an MCP task: it completes within a second of its line and not
 //! before, with a regular expression too, when the run ends first, at its timeout; a cancelled
 //! watch leaves the run running; ten watches on one run; a watch over 10 MB of output costs no
 //! CPU while it waits and finds its line across rotations; a watch outlives its serve.

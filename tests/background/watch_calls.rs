@@ -1,4 +1,4 @@
-//! `watch` for a host that does not follow tasks (issue 34, item 1): the call itself waits, as a
+//! `watch` for a host that does not follow tasks: the call itself waits, as a
 //! waiting `read` with `until` does, at most `--timeout`; what `tools/list` says of it; its
 //! refusals; and watch ids among task ids, refused before they touch the disk when malformed.
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! End-to-end tests of `lnk-link-run serve` and the `command` tool (issue 2, "What must work"
+//! End-to-end tests of `lnk-link-run serve` and the `command` tool ("What must work"
 //! items 2–7), driving the real binaries as processes. Each test body runs twice: through the
 //! pass-through prefix `lnk-test-passthrough` (no sandbox) and under bubblewrap (`name::bwrap`,
 //! failing when `bwrap` is missing, skipped then with a line on stderr with
@@ -22,11 +22,11 @@ mod lifecycle;
 mod limits;
 /// Item 3: MCP over stdio in both eras, and JSON-RPC errors.
 mod protocol;
-/// Issue 22: a program against its own reaper and the spares, where it can see them.
+/// A program against its own reaper and the spares, where it can see them.
 mod reaper_stopped;
 /// Item 4: the `command` tool — what runs, with what input and environment.
 mod tool;
-/// Issue 22: warm sandboxes, started ahead of their calls.
+/// Warm sandboxes, started ahead of their calls.
 mod warm;
-/// Issue 22: a hostile program against the warm sandboxes waiting for later calls.
+/// A hostile program against the warm sandboxes waiting for later calls.
 mod warm_hostile;

@@ -1,4 +1,4 @@
-//! Warm sandboxes (issue 22): serve starts the next calls' sandboxes ahead, each with a stub of
+//! Warm sandboxes: serve starts the next calls' sandboxes ahead, each with a stub of
 //! Link Run's waiting inside, and a call `exec`s its program there. What must hold: a call
 //! runs in a sandbox started ahead (and not with `LNK_COLD_START=1`); two calls share nothing
 //! (`/tmp`, processes, namespaces); the program has descriptors 0–2 only and nothing of the

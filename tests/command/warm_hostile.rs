@@ -1,4 +1,4 @@
-//! A hostile program against warm sandboxes (issue 22): a call's program tries to reach the
+//! A hostile program against warm sandboxes: a call's program tries to reach the
 //! sandboxes waiting for later calls (their stubs, their pipes, their channels), to stall or
 //! delay a later call through its stub, to run a later call's program outside its call, and to
 //! be given something a cold start would not give it (signal dispositions, limits, session).

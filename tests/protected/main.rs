@@ -1,5 +1,5 @@
 //! Protected paths: nothing the agent's programs plant in the files folder runs outside the
-//! sandbox later (issue 28). Under the README's recommended line (`{protected}` after the files
+//! sandbox later. Under the README's recommended line (`{protected}` after the files
 //! folder's bind), each protected path is refused every way in, warm and cold, as root and as
 //! `nobody`; the user's own git runs nothing of the agent's after a hostile call; a host's entry
 //! in the project stays the real serve; and `config --write` refuses the links the agent made.

@@ -1,4 +1,4 @@
-//! A sweep after pid reuse (issue 19, item 2). A run whose supervisor and gate were SIGKILLed
+//! A sweep after pid reuse. A run whose supervisor and gate were SIGKILLed
 //! leaves its session and group ids free once nothing of it is left; when the pid counter comes
 //! round, another program's daemon that calls `setsid` gets the same id as its session and group,
 //! forks and exits. Its child is then "in the recorded session and the recorded group, started

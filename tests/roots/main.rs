@@ -1,4 +1,4 @@
-//! `serve --files-from roots`: one entry serves every project (issue 29). A raw client that
+//! `serve --files-from roots`: one entry serves every project. A raw client that
 //! declares MCP roots gives the folder it was started in — by answering `roots/list` (handshake
 //! era) or in its retry of a call answered `input_required` (2026-07-28) — and calls run there;
 //! a client without roots gets the folder serve was started in; a root that may not be a

@@ -1,4 +1,4 @@
-//! The sandbox's side of Link Run against a hostile agent (issue 8): what serve does itself (it
+//! The sandbox's side of Link Run against a hostile agent: what serve does itself (it
 //! resolves the sandbox program once, through absolute `PATH` folders only, and starts the
 //! sandbox with an empty environment), and, each attack first reproduced as a real process, that
 //! it now fails. Each test body runs through the pass-through prefix and under bubblewrap with the

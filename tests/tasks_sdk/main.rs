@@ -1,4 +1,4 @@
-//! Background runs as MCP tasks (issue 17, "The official client"): the official MCP TypeScript
+//! Background runs as MCP tasks: the official MCP TypeScript
 //! SDK v2 client (`@modelcontextprotocol/client` 2.4.0) with the Tasks extension's requester
 //! (`@modelcontextprotocol/ext-tasks` 0.2.2) opens `lnk-link-run serve --state ...` over stdio in
 //! the 2026-07-28 era, pinned and probed (`auto`), and checks that `start` becomes a task that
@@ -6,7 +6,7 @@
 //! that `tasks/cancel` brings a `sleep` to `cancelled`, that a task started by one serve is
 //! completed for a second serve on the same state folder once the first has exited, and that a
 //! `watch` is a task of its own that completes with the line its run printed (validating against
-//! `watch`'s `outputSchema`) and, cancelled, leaves the run running (issue 34). The checks
+//! `watch`'s `outputSchema`) and, cancelled, leaves the run running. The checks
 //! live in `conformance/tasks_client.mjs` (its reporting and small helpers in `tasks_report.mjs`);
 //! this test builds serve's command line and runs the script, once with the tests' pass-through
 //! sandbox prefix and once under bubblewrap with the README's recommended sandbox line.

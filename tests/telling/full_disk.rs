@@ -1,10 +1,10 @@
-//! A full state folder loses nothing and says so (issue 12): the refusal of a `start` and the
+//! A full state folder loses nothing and says so: the refusal of a `start` and the
 //! supervisor's log name "No space left on device"; a run's end that cannot be recorded is
 //! tried again by its supervisor, and kept (in space its lock file reserved) for a sweep when
 //! the supervisor is gone, so the run is recorded as it ended — never `lost`, never `running`
 //! after its supervisor is gone; `list` and `read` agree on its bytes.
 //!
-//! A full files folder (issue 19, item 1) loses no run either: output that cannot be written is
+//! A full files folder loses no run either: output that cannot be written is
 //! counted and said, and goes on once there is room.
 //!
 //! The full folder is a small tmpfs the test mounts (as root, as in CI); elsewhere the tests

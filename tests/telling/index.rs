@@ -1,4 +1,4 @@
-//! The state folder's index (issue 9): a folder made before it — version-1 records, as today's
+//! The state folder's index: a folder made before it — version-1 records, as today's
 //! format writes them — is still read, swept, indexed once and removed; in an indexed folder a
 //! sweep looks only at what is due, however many runs the folder keeps.
 

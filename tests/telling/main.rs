@@ -1,4 +1,4 @@
-//! End-to-end tests of telling, sweeping and stopping (issue 4, "How it is shown"): a run's end
+//! End-to-end tests of telling, sweeping and stopping: a run's end
 //! told through the way in, exactly once and signed; `lnk-link-supervise sweep` after crashes
 //! (lost runs, the pid-reuse guard, the ten minutes of retries, the keep); `stop --state` and
 //! `remove --state`; a bad keyring. Each test body runs through the pass-through prefix and

@@ -1,4 +1,4 @@
-//! Records that no index names (issue 19, item 4): a damaged `<id>.json` and a valid one written
+//! Records that no index names: a damaged `<id>.json` and a valid one written
 //! into the state folder outside the index. The next sweep that looks moves the first aside and
 //! indexes the second, which `list` then shows. A routine sweep (`--routine`, as `serve` starts
 //! them) looks only when the folder changed since its last look (its modification time) and

@@ -1,5 +1,5 @@
-//! A state folder that is not the user's alone, and what is planted in one, is never believed
-//! (issue 8): a folder of another user's, or one others may write, is refused by `serve`,
+//! A state folder that is not the user's alone, and what is planted in one, is never believed:
+//! a folder of another user's, or one others may write, is refused by `serve`,
 //! `sweep`, `stop --state` and `remove --state`; a record or a lock of another user's is set
 //! aside as damaged — nothing is killed, signed or told for it; `<id>.stop` is never followed
 //! through a link; a way in served by another user is never told; and whatever holds

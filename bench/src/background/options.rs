@@ -48,7 +48,7 @@ pub struct Options {
     /// Only item 6 (its figures alone, a run at a time).
     #[arg(long)]
     pub scale_only: bool,
-    /// The scale of item 6 (issue 9): runs kept and running, runs expired at once.
+    /// The scale of item 6: runs kept and running, runs expired at once.
     #[command(flatten)]
     pub scale: crate::scale::Options,
     /// Where the temporary folders go (state folders, files folder, keyring, way in); it

@@ -1,4 +1,4 @@
-//! Item 6 of `lnk-bench foreground` (issue 22): idle warm spares. A serve under the README's
+//! Item 6 of `lnk-bench foreground`: idle warm spares. A serve under the README's
 //! recommended line keeps `--idle-spares` spares (`LNK_SPARES`), each a reaper with its
 //! sandbox and stub waiting; over `--idle-secs` they must use no CPU. Their memory is reported
 //! as PSS (`/proc/<pid>/smaps_rollup`: shared pages divided among their users).

@@ -1,4 +1,4 @@
-//! Item 6 of `lnk-bench background`, issue 9's targets: a state folder that keeps 100,000
+//! Item 6 of `lnk-bench background`: a state folder that keeps 100,000
 //! ended runs while 1,000 run — `start`, a `list` page (and serve's PSS and RSS), a sweep with nothing
 //! due, `stop --state` of the 1,000; and a sweep that expires 8,000 runs with their output.
 //!
