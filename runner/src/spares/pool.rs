@@ -127,16 +127,17 @@ impl Pool {
         self.wake.notify_all();
         let deadline = Instant::now() + within;
         loop {
-            let spares: Vec<Spare> = {
+            // Under one lock: a spare is either taken here, or still being started.
+            let (spares, idle) = {
                 let mut state = lock(&self.state);
                 let mut all: Vec<Spare> = state.ready.drain(..).collect();
                 all.append(&mut state.discard);
-                all
+                (all, state.starting == 0)
             };
             for spare in spares {
                 spare.dispose();
             }
-            if lock(&self.state).starting == 0 || Instant::now() > deadline {
+            if idle || Instant::now() > deadline {
                 break;
             }
             thread::sleep(Duration::from_millis(10));
@@ -178,8 +179,8 @@ impl Pool {
             };
             match started {
                 Ok(spare) if self.closing.load(Ordering::SeqCst) => {
-                    done(None);
                     spare.dispose();
+                    done(None);
                 }
                 Ok(spare) => {
                     done(Some(spare));
