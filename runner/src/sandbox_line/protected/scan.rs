@@ -389,6 +389,7 @@ fn identity(fd: BorrowedFd<'_>) -> Result<FileId, String> {
         .map_err(|e| format!("cannot look at a protected path: {e}"))
 }
 
+mod git_config;
 mod named;
 mod nested;
 mod repository;

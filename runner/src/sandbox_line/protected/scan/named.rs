@@ -11,62 +11,11 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags};
 
+use super::git_config::{expand_home, named_paths};
 use super::{Hold, Placeholder, Search};
 
 /// The most of a configuration read.
 const MAX_CONFIG: u64 = 1 << 20;
-
-/// The paths a configuration's text names: `core.hooksPath`'s, then the included files'.
-pub(super) fn named_paths(text: &str) -> (Vec<String>, Vec<String>) {
-    let mut hooks = Vec::new();
-    let mut includes = Vec::new();
-    let mut section = String::new();
-    for line in text.lines().map(str::trim) {
-        if let Some(rest) = line.strip_prefix('[') {
-            let Some(end) = rest.find(']') else { continue };
-            section = rest[..end]
-                .split(['"', ' ', '\t'])
-                .next()
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim().to_ascii_lowercase();
-        let value = unquote(value);
-        if value.is_empty() {
-            continue;
-        }
-        match (section.as_str(), key.as_str()) {
-            ("core", "hookspath") => hooks.push(value),
-            ("include" | "includeif", "path") => includes.push(value),
-            _ => {}
-        }
-    }
-    (hooks, includes)
-}
-
-/// A value as git reads it: a comment after it left out, quotes taken away.
-fn unquote(value: &str) -> String {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = value.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => {
-                if let Some(next) = chars.next() {
-                    out.push(next);
-                }
-            }
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    out.trim().to_owned()
-}
 
 /// How many hooks of a folder are looked at.
 const MAX_HOOKS: usize = 256;
@@ -171,7 +120,7 @@ impl Search<'_> {
     /// joined to it.
     fn inside(&self, base: &Path, value: &str) -> Option<PathBuf> {
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-        let value = super::user_config::expand_home(value, home.as_deref().map(Path::new))?;
+        let value = expand_home(value, home.as_deref().map(Path::new))?;
         let path = self.files.join(base).join(value);
         let mut missing = Vec::new();
         let mut existing = path.as_path();
@@ -220,21 +169,5 @@ impl Search<'_> {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_hooks_path_and_the_includes_are_read_as_git_reads_them() {
-        let text = "[core]\n\trepositoryformatversion = 0\n\tHooksPath = \".githooks\" # ours\n\
-                    [include]\n\tpath = ../shared.cfg\n\
-                    [includeIf \"gitdir:~/work/\"]\n\tpath=extra.cfg ; note\n\
-                    [remote \"origin\"]\n\tpath = not-this\n";
-        let (hooks, includes) = named_paths(text);
-        assert_eq!(hooks, [".githooks"]);
-        assert_eq!(includes, ["../shared.cfg", "extra.cfg"]);
     }
 }

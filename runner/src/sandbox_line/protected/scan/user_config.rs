@@ -4,11 +4,10 @@
 //! as much the user's git's to run as a repository's own: held read-only like it. Without this,
 //! a program writes `.githooks/pre-commit` and the user's next `git commit` runs it.
 
-use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::named::named_paths;
+use super::git_config::{expand_home, named_paths};
 
 /// The most of a configuration file read.
 const MAX_CONFIG: u64 = 1 << 20;
@@ -80,34 +79,10 @@ fn collect(
     }
 }
 
-/// `value` with a leading `~/` (or a lone `~`) made the home's path, as git expands it; `None`
-/// for `~user/…`, or `~` without a home.
-pub(super) fn expand_home(value: &str, home: Option<&Path>) -> Option<String> {
-    let Some(rest) = value.strip_prefix('~') else {
-        return Some(value.to_owned());
-    };
-    if !(rest.is_empty() || rest.starts_with('/')) {
-        return None;
-    }
-    let mut full = OsString::from(home?.as_os_str());
-    full.push(rest);
-    full.into_string().ok()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn a_home_is_expanded_as_git_expands_it() {
-        let home = Some(Path::new("/h"));
-        assert_eq!(expand_home("~/x", home).as_deref(), Some("/h/x"));
-        assert_eq!(expand_home("~", home).as_deref(), Some("/h"));
-        assert_eq!(expand_home(".githooks", home).as_deref(), Some(".githooks"));
-        assert_eq!(expand_home("~bob/x", home), None);
-        assert_eq!(expand_home("~/x", None), None);
-    }
 
     #[test]
     fn the_hooks_path_of_an_included_file_counts() {
