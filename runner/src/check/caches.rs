@@ -5,29 +5,10 @@
 //! `--cache` and `{caches}` (each sandbox's own layer) as the fix. It warns when a `--cache`
 //! folder is not in the sandbox at all, and when the layers cannot be made here.
 
-use std::path::PathBuf;
-
-use super::plan::Plan;
+use super::plan::{CacheProbe, Plan};
 use super::verdict::{CheckOutcome, Finding};
 use super::wire::Answer;
 use crate::config::Config;
-
-/// A cache folder the probe writes into.
-#[derive(Debug, Clone)]
-pub struct CacheProbe {
-    /// What it is, for a person.
-    pub what: String,
-    /// The folder as the sandbox shows it (where the probe writes).
-    pub inside: PathBuf,
-    /// The user's folder (where serve looks).
-    pub outside: PathBuf,
-    /// Whether it is a `--cache` folder (else one found on this machine).
-    pub given: bool,
-    /// Its place in the request's `stat` (a `--cache` folder's: is it in the sandbox at all).
-    pub stat_at: Option<usize>,
-    /// Its place in the request's `write`.
-    pub write_at: usize,
-}
 
 /// Adds the cache folders to `plan`: the `--cache` folders, then this machine's caches that are
 /// not among them (and not inside `--files`, which programs may write by design).

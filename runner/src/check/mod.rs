@@ -78,6 +78,8 @@ fn check_via(config: &Config, via: Via) -> Result<Checked, String> {
     let random = random_hex().ok_or("the sandbox check found no random source for its names")?;
     let name = format!(".lnk-sandbox-check-{random}");
     let mut plan = plan::Plan::new(config, &marker, &name);
+    // Last: the caches' places in `stat` and `write` come after every other folder's.
+    caches::plan(&mut plan, config);
     let net_plan = match &config.net {
         Some(allow) => Some(net::NetPlan::new(allow, &random[..8]).map_err(|err| {
             format!(

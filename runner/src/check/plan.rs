@@ -77,9 +77,26 @@ pub struct Plan {
     pub pid_namespace: Option<String>,
     /// The cache folders the probe writes into ([`super::caches`]), after the folders above in
     /// [`Request::stat`] and [`Request::write`].
-    pub caches: Vec<super::caches::CacheProbe>,
+    pub caches: Vec<CacheProbe>,
     /// The protected paths of [`Request::protected`], in order.
     pub protected: Vec<Protected>,
+}
+
+/// A cache folder the probe writes into.
+#[derive(Debug, Clone)]
+pub struct CacheProbe {
+    /// What it is, for a person.
+    pub what: String,
+    /// The folder as the sandbox shows it (where the probe writes).
+    pub inside: PathBuf,
+    /// The user's folder (where serve looks).
+    pub outside: PathBuf,
+    /// Whether it is a `--cache` folder (else one found on this machine).
+    pub given: bool,
+    /// Its place in the request's `stat` (a `--cache` folder's: is it in the sandbox at all).
+    pub stat_at: Option<usize>,
+    /// Its place in the request's `write`.
+    pub write_at: usize,
 }
 
 impl Plan {
@@ -163,8 +180,8 @@ impl Plan {
             .map(Path::to_path_buf)
             .collect();
         plan.request.scan_skip.push(config.files.clone());
-        // Last: their places in `stat` and `write` come after every folder's above.
-        super::caches::plan(&mut plan, config);
+        // The caches come last ([`super::caches::plan`], by the check once the plan is made):
+        // their places in `stat` and `write` come after every folder's above.
         plan
     }
 
