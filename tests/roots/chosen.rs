@@ -238,12 +238,20 @@ fn warm_sandboxes_are_started_for_the_chosen_folder_only(sandbox: Sandbox) {
         assert!(waiting.contains(&pid), "{pid} is not a stub of {waiting:?}");
         return;
     }
-    let lines: Vec<Vec<String>> = descendants(serve.pid()).into_iter().map(argv_of).collect();
-    let binds_root = lines.iter().any(|argv| {
-        argv.windows(3)
-            .any(|w| w[0] == "--bind" && w[1] == files && w[2] == files)
+    // A spare's processes are read as they are: one may be between its fork and its exec (no
+    // command line yet), so they are read again until a sandbox's line is seen.
+    let binds_root = |lines: &[Vec<String>]| {
+        lines.iter().any(|argv| {
+            argv.windows(3)
+                .any(|w| w[0] == "--bind" && w[1] == files && w[2] == files)
+        })
+    };
+    let mut lines: Vec<Vec<String>> = Vec::new();
+    let seen = lnk_tests::procs::poll(ANSWER, || {
+        lines = descendants(serve.pid()).into_iter().map(argv_of).collect();
+        binds_root(&lines)
     });
-    assert!(binds_root, "no spare's sandbox binds {files}: {lines:?}");
+    assert!(seen, "no spare's sandbox binds {files}: {lines:?}");
     let unfilled = lines
         .iter()
         .any(|argv| argv.iter().any(|w| w.contains("{files}")));
