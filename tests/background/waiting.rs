@@ -259,11 +259,13 @@ fn waiting_reads_sleep(sandbox: Sandbox) {
         before, after,
         "waiting reads (or the supervisor) woke while nothing was written"
     );
-    // They share the server's one inotify instance: a user has few of them.
-    assert_eq!(
-        inotify_instances(serve.pid()),
-        instances + 1,
-        "one inotify instance for all waiting reads"
+    // They share the server's one inotify instance: a user has few of them (twenty of their
+    // own would be twenty more). The protected paths' instance may be absent from either
+    // count, dropped and made anew when their folders change: one more at most.
+    let after = inotify_instances(serve.pid());
+    assert!(
+        (instances + 1..=instances + 2).contains(&after),
+        "one inotify instance for all waiting reads: {after}, {instances} before"
     );
     for call in calls {
         serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}));

@@ -325,8 +325,14 @@ fn ten_watches_on_one_run(sandbox: Sandbox) {
         let value = completed(&wait_done(&mut serve, watch, ANSWER));
         assert_eq!(value["line"], format!("step-{}-done", i + 1), "{value}");
     }
-    // They shared the server's one inotify instance.
-    assert_eq!(inotify(), instances + 1);
+    // They shared the server's one inotify instance (ten of their own would be ten more). The
+    // protected paths' instance may be absent from either count, dropped and made anew when
+    // their folders change: one more at most.
+    let after = inotify();
+    assert!(
+        (instances + 1..=instances + 2).contains(&after),
+        "{after} inotify instances after ten watches, {instances} before"
+    );
     assert_eq!(stopped_run(&stop(&mut serve, &id))["state"], "stopped");
 }
 
