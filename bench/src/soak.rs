@@ -223,6 +223,26 @@ fn sandboxes(
     Ok(all)
 }
 
+/// serve's flags for background runs kept in `state`, as the soaks' serves take them.
+fn state_flags(state: &Path) -> Vec<OsString> {
+    let mut flags: Vec<OsString> = vec!["--state".into(), state.into()];
+    for word in [
+        "--background",
+        "4",
+        "--background-timeout",
+        "10m",
+        "--background-output",
+        "1MiB",
+        "--background-keep",
+        "1h",
+        "--hops",
+        "3",
+    ] {
+        flags.push(word.into());
+    }
+    flags
+}
+
 fn serve_args<'a>(
     bins: &'a Bins,
     files: &'a Path,

@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+mod fill;
 pub mod inherited;
 pub mod net;
 pub mod poll;

@@ -148,7 +148,7 @@ fn read_spec(channel: &OwnedFd) -> io::Result<Option<(StubSpec, Option<OwnedFd>)
             }
         }
     }
-    if got == 0 || !read_exact(channel, &mut header[got..])? {
+    if got == 0 || !crate::fill::fill(channel, &mut header[got..])? {
         return Ok(None);
     }
     let len = u32::from_le_bytes(header) as usize;
@@ -156,7 +156,7 @@ fn read_spec(channel: &OwnedFd) -> io::Result<Option<(StubSpec, Option<OwnedFd>)
         return Ok(None);
     }
     let mut body = vec![0u8; len];
-    if !read_exact(channel, &mut body)? {
+    if !crate::fill::fill(channel, &mut body)? {
         return Ok(None);
     }
     Ok(StubSpec::decode(&body).map(|spec| (spec, net)))
@@ -312,18 +312,4 @@ fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Fills `buf`; `false` when the channel ended first.
-fn read_exact(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<bool> {
-    let mut at = 0;
-    while at < buf.len() {
-        match rustix::io::read(fd, &mut buf[at..]) {
-            Ok(0) => return Ok(false),
-            Ok(n) => at += n,
-            Err(Errno::INTR) => {}
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Ok(true)
 }

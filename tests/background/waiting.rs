@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use lnk_tests::bins::write;
-use lnk_tests::procs::{sleeps, wait_supervisor};
+use lnk_tests::procs::{inotify_instances, sleeps, thread_sleeps, threads_named, wait_supervisor};
 use lnk_tests::procs::{wait_for_role, wait_gone};
 use lnk_tests::results::{is_error, text};
 use lnk_tests::runs::{Bg, Flags};
@@ -24,18 +24,6 @@ both_sandboxes!(
     a_read_wakes_for_its_own_run_only,
     a_huge_output_file_costs_a_wait_no_more_than_its_cap,
 );
-
-/// How many inotify instances process `pid` holds.
-fn inotify_instances(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|entries| {
-            entries
-                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-                .filter(|target| target.to_string_lossy().contains("inotify"))
-                .count()
-        })
-        .unwrap_or(0)
-}
 
 /// A `read` with these arguments, allowed `within` to answer.
 fn read_within(serve: &mut Serve, arguments: Value, within: Duration) -> Value {
@@ -155,33 +143,6 @@ fn a_read_waits_for_output_the_end_or_its_time(sandbox: Sandbox) {
     wait_gone(&mark, Duration::from_secs(10));
 }
 
-/// The threads of `pid` whose name starts with `prefix`.
-fn threads(pid: i32, prefix: &str) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|tid| {
-            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-                .is_ok_and(|name| name.starts_with(prefix))
-        })
-        .collect()
-}
-
-/// Voluntary context switches of thread `tid` of `pid`.
-fn thread_sleeps(pid: i32, tid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
-        .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                line.strip_prefix("voluntary_ctxt_switches:")
-                    .and_then(|n| n.trim().parse().ok())
-            })
-        })
-        .unwrap_or(0)
-}
-
 fn a_cancelled_waiting_read_is_not_answered(sandbox: Sandbox) {
     let bg = Bg::new(sandbox);
     let mut serve = bg.serve(&Flags::default()).timeout("30s").start();
@@ -194,14 +155,14 @@ fn a_cancelled_waiting_read_is_not_answered(sandbox: Sandbox) {
         None,
     );
     let deadline = Instant::now() + ANSWER;
-    while threads(serve.pid(), "read ").is_empty() {
+    while threads_named(serve.pid(), "read ").is_empty() {
         assert!(Instant::now() < deadline, "the read never waited");
         std::thread::sleep(Duration::from_millis(20));
     }
     serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call}}));
     // Its thread ends at once, and no answer comes for it.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !threads(serve.pid(), "read ").is_empty() {
+    while !threads_named(serve.pid(), "read ").is_empty() {
         assert!(
             Instant::now() < deadline,
             "the cancelled read's thread lives on"
@@ -239,13 +200,13 @@ fn waiting_reads_sleep(sandbox: Sandbox) {
         })
         .collect();
     let deadline = Instant::now() + ANSWER;
-    while threads(serve.pid(), "read ").len() < calls.len() {
+    while threads_named(serve.pid(), "read ").len() < calls.len() {
         assert!(Instant::now() < deadline, "the reads never all waited");
         std::thread::sleep(Duration::from_millis(20));
     }
     // Settled, then 3 s in which nothing is written: no waiting thread wakes.
     std::thread::sleep(Duration::from_millis(300));
-    let waiting = threads(serve.pid(), "read ");
+    let waiting = threads_named(serve.pid(), "read ");
     let count = |pid: i32| {
         waiting
             .iter()
@@ -345,7 +306,7 @@ fn a_read_wakes_for_its_own_run_only(sandbox: Sandbox) {
         None,
     );
     let deadline = Instant::now() + ANSWER;
-    while threads(serve.pid(), "read ").is_empty() {
+    while threads_named(serve.pid(), "read ").is_empty() {
         assert!(Instant::now() < deadline, "the read never waited");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -355,7 +316,7 @@ fn a_read_wakes_for_its_own_run_only(sandbox: Sandbox) {
         json!({"program": "sh", "args": ["-c", "i=0; while [ $i -lt 100 ]; do echo $i; sleep 0.02; i=$((i+1)); done"]}),
     );
     std::thread::sleep(Duration::from_millis(300));
-    let reader = threads(serve.pid(), "read ");
+    let reader = threads_named(serve.pid(), "read ");
     let before: u64 = reader
         .iter()
         .map(|&tid| thread_sleeps(serve.pid(), tid))

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use crate::tasks::{declared, get, modern, wait_done};
 use lnk_tests::bins::write;
-use lnk_tests::procs::{cpu_time, thread_sleeps, threads_named, wait_for_role, wait_gone};
+use lnk_tests::procs::{
+    cpu_time, inotify_instances, thread_sleeps, threads_named, wait_for_role, wait_gone,
+};
 use lnk_tests::results::{ok, structured, text};
 use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
@@ -302,15 +304,7 @@ fn ten_watches_on_one_run(sandbox: Sandbox) {
     );
     // Under a line with `{protected}`, serve holds one more, its protected paths' watches.
     let pid = serve.pid();
-    let inotify = || {
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|fds| {
-                fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
-                    .filter(|target| target.to_string_lossy().contains("inotify"))
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let inotify = || inotify_instances(pid);
     let instances = inotify();
     let watches: Vec<String> = (1..=10)
         .map(|i| {

@@ -320,3 +320,15 @@ pub fn thread_sleeps(pid: i32, tid: i32) -> u64 {
     .and_then(|n| n.parse().ok())
     .unwrap_or(0)
 }
+
+/// How many inotify instances process `pid` holds.
+pub fn inotify_instances(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().contains("inotify"))
+                .count()
+        })
+        .unwrap_or(0)
+}

@@ -39,23 +39,7 @@ pub(super) fn trials(
 ) -> Result<usize> {
     let state = place.join("state");
     let programs_path = programs_with_system(programs);
-    let extra: Vec<OsString> = [
-        "--state",
-        &state.to_string_lossy(),
-        "--background",
-        "4",
-        "--background-timeout",
-        "10m",
-        "--background-output",
-        "1MiB",
-        "--background-keep",
-        "1h",
-        "--hops",
-        "3",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
+    let extra = super::state_flags(&state);
     let args = serve_args(
         bins,
         files,

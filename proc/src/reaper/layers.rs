@@ -368,7 +368,7 @@ pub fn can_make(folders: &[PathBuf]) -> Result<(), String> {
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             drop(write);
             let mut bytes = [0u8; FAILURE_BYTES];
-            let got = read_full(&read, &mut bytes);
+            let got = crate::fill::fill(&read, &mut bytes);
             let _ = nix::sys::wait::waitpid(child, None);
             match got {
                 Ok(true) if bytes == [0u8; FAILURE_BYTES] => Ok(()),
@@ -381,20 +381,6 @@ pub fn can_make(folders: &[PathBuf]) -> Result<(), String> {
             }
         }
     }
-}
-
-/// Fills `buf` from `fd`; `false` when it ended first.
-pub(super) fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<bool> {
-    let mut at = 0;
-    while at < buf.len() {
-        match rustix::io::read(fd, &mut buf[at..]) {
-            Ok(0) => return Ok(false),
-            Ok(n) => at += n,
-            Err(Errno::INTR) => {}
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Ok(true)
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ pub(super) fn fork_sandbox(
                 });
             }
             let mut said = [0u8; EXEC_PIPE_BYTES];
-            match super::layers::read_full(&read, &mut said) {
+            match crate::fill::fill(&read, &mut said) {
                 // The pipe's end: the exec happened, in the layers' namespaces if any.
                 Ok(false) => Ok(Sandbox {
                     pid,

@@ -250,7 +250,7 @@ impl Control {
         let mut received = received.into_iter();
         let cwd = received.next();
         let net = received.next();
-        if got == 0 || !self.read_exact(&mut header[got..])? {
+        if got == 0 || !crate::fill::fill(&self.fd, &mut header[got..])? {
             return Ok(None);
         }
         let len = u32::from_le_bytes(header) as usize;
@@ -258,7 +258,7 @@ impl Control {
             return Ok(None);
         }
         let mut body = vec![0u8; len];
-        if !self.read_exact(&mut body)? {
+        if !crate::fill::fill(&self.fd, &mut body)? {
             return Ok(None);
         }
         let Some(args) = body.strip_suffix(&[0]) else {
@@ -271,20 +271,6 @@ impl Control {
             Ok(options) => Ok(Some(Call { options, cwd, net })),
             Err(_) => Ok(None),
         }
-    }
-
-    /// Fills `buf`; `false` when the socket ended first.
-    fn read_exact(&self, buf: &mut [u8]) -> io::Result<bool> {
-        let mut at = 0;
-        while at < buf.len() {
-            match rustix::io::read(&self.fd, &mut buf[at..]) {
-                Ok(0) => return Ok(false),
-                Ok(n) => at += n,
-                Err(Errno::INTR) => {}
-                Err(err) => return Err(err.into()),
-            }
-        }
-        Ok(true)
     }
 }
 

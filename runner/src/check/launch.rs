@@ -118,6 +118,32 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
     })
 }
 
+/// Runs the probe through `reaper` (a cold one or a spare's, started at `started`): `request`
+/// to it, its answer read, then whatever its sandbox left killed and the reaper awaited. Its
+/// answer, its last stderr line and how long it took.
+pub(super) fn through_reaper(
+    name: &str,
+    request: &Request,
+    mut reaper: crate::reaper::Reaper,
+    started: Instant,
+) -> std::io::Result<(Option<Answer>, String, Duration)> {
+    let (_readers, done_rx) = exchange(
+        name,
+        request,
+        reaper.child.stdin.take(),
+        reaper.child.stdout.take(),
+        reaper.child.stderr.take(),
+    )?;
+    let outputs = done_rx.recv_timeout(PROBE_DEADLINE).ok();
+    // The probe leaves nothing running; the reaper kills what its sandbox may have left.
+    reaper.stop();
+    reaper.finish()?;
+    let elapsed = started.elapsed();
+    let (out, err) = outputs.unwrap_or_default();
+    let (answer, stderr) = read_answer(&out, &err);
+    Ok((answer, stderr, elapsed))
+}
+
 /// The probe's stdout and stderr, as read.
 pub(super) type Outputs = (Vec<u8>, Vec<u8>);
 

@@ -18,7 +18,7 @@ use lnk_proc::net::allow::Host;
 use lnk_proc::net::{AllowList, PROXY_ADDRESS, Proxy};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options};
 
-use super::launch::{PROBE_DEADLINE, Ran, exchange, read_answer};
+use super::launch::{PROBE_DEADLINE, Ran, through_reaper};
 use super::verdict::{CheckOutcome, Finding};
 use super::wire::{NetAnswer, NetRequest, Request, SUBCOMMAND};
 use crate::config::Config;
@@ -91,7 +91,7 @@ pub fn run_cold(
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let (proxy, sandbox_end) = Proxy::start(Arc::clone(allow), PROBE_DEADLINE)?;
     let started = Instant::now();
-    let mut reaper = crate::spawn::start(
+    let reaper = crate::spawn::start(
         &options,
         &line.passed,
         workdir.handle.as_fd(),
@@ -99,20 +99,7 @@ pub fn run_cold(
         Some(sandbox_end.as_fd()),
     )?;
     drop(sandbox_end);
-    let (_readers, done_rx) = exchange(
-        "sandbox probe",
-        request,
-        reaper.child.stdin.take(),
-        reaper.child.stdout.take(),
-        reaper.child.stderr.take(),
-    )?;
-    let outputs = done_rx.recv_timeout(PROBE_DEADLINE).ok();
-    // The probe leaves nothing running; the reaper kills what its sandbox may have left.
-    reaper.stop();
-    reaper.finish()?;
-    let elapsed = started.elapsed();
-    let (out, err) = outputs.unwrap_or_default();
-    let (answer, stderr) = read_answer(&out, &err);
+    let (answer, stderr, elapsed) = through_reaper("sandbox probe", request, reaper, started)?;
     Ok(Ran {
         answer,
         status: None,

@@ -17,7 +17,7 @@ use lnk_proc::net::{AllowList, Proxy};
 use lnk_proc::reaper::warm::Place;
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, spare};
 
-use super::launch::{PROBE_DEADLINE, Ran, exchange, read_answer};
+use super::launch::{PROBE_DEADLINE, Ran, through_reaper};
 use super::wire::{Request, SUBCOMMAND};
 use crate::config::Config;
 use crate::spares::{Settings, Spare, folder_id};
@@ -74,22 +74,9 @@ pub fn run(
     let spec = spare::encode(&options)
         .ok_or_else(|| std::io::Error::other("the probe's spec is too large"))?;
     let net_end = sandbox_end.as_ref().map(AsFd::as_fd);
-    let mut reaper = spare.hand(&spec, workdir.handle.as_fd(), true, net_end)?;
+    let reaper = spare.hand(&spec, workdir.handle.as_fd(), true, net_end)?;
     drop(sandbox_end);
-    let (_readers, done_rx) = exchange(
-        "warm probe",
-        request,
-        reaper.child.stdin.take(),
-        reaper.child.stdout.take(),
-        reaper.child.stderr.take(),
-    )?;
-    let outputs = done_rx.recv_timeout(PROBE_DEADLINE).ok();
-    // The probe leaves nothing running; the reaper kills what its sandbox may have left.
-    reaper.stop();
-    reaper.finish()?;
-    let elapsed = started.elapsed();
-    let (out, err) = outputs.unwrap_or_default();
-    let (answer, stderr) = read_answer(&out, &err);
+    let (answer, stderr, elapsed) = through_reaper("warm probe", request, reaper, started)?;
     Ok(Ran {
         answer,
         status: None,
