@@ -412,7 +412,7 @@ fn per_call(
     Ok(serve)
 }
 
-/// Spawns as serve does (runner/src/spawn.rs): a process group of its own and a parent-death
+/// Spawns as serve does (runner/src/call/spawn.rs): a process group of its own and a parent-death
 /// signal set between fork and exec. The `pre_exec` hook makes std fork instead of using
 /// `posix_spawn` (which the plain direct spawn uses), so the difference to the plain spawn is
 /// the cost of that choice.

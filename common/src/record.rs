@@ -482,5 +482,4 @@ impl FileId {
 }
 
 #[cfg(test)]
-#[path = "record_tests.rs"]
 mod tests;

@@ -1,64 +1,41 @@
 //! Link Run's runner, `lnk-link-run`: an MCP server over stdio that runs an agent's programs,
 //! each call in a sandbox of its own, under a time limit and with bounded output.
 //!
-//! Its parts, each depending only on those after it: `cli` checks the flags into a
-//! `config::Config`; `server` reads requests and answers the protocol's own methods through
-//! the one stdout `writer`; `dispatch` runs each tool call on a thread of its own (one of
-//! `call_threads`, which wait for the next call once theirs is answered), registered in
-//! `calls` (ids in flight, cancellation, the limit); `tools` names the tools and runs
-//! them with a narrow `context`; `command` (in `tools`) checks a call with `program` and
-//! `workdir`, starts it with `spawn` and runs it with `call`, whose answer `render` makes;
-//! `background` holds the tools of background runs; `project` is the project calls run in (the
+//! Its rooms, each depending only on those after it: `cli` checks the flags into a
+//! `config::Config`; `serve` is the session (it reads requests, answers the protocol's own
+//! methods and runs each tool call on a thread of its own, registered in flight); `mcp` is the
+//! wire (the protocol's messages, the lines read, the one stdout writer, progress); `tools`
+//! names the tools and runs them with a narrow context; `call` is one foreground call (its
+//! reaper, its spares, its pipes, its answer), which the `command` tool checks with `program`
+//! and starts; `background` holds the tools of background runs; `text` makes what is shown
+//! harmless; `sandbox_line` is the line a sandbox runs (and `caches`, `net`, the layers and
+//! proxy it names); `project` is the project calls run in (the
 //! `--files` folder, or with `--files-from roots` the client's first root, checked, its state
 //! folder made, its sandbox checked and its spares started before any call runs there). Beside serve, `check` is the sandbox check
 //! and `host_config` is `lnk-link-run config <host>`, a host's entry for serve written for a
 //! person. `ARCHITECTURE.md` maps the processes.
 
-mod answer;
-mod answered;
 mod background;
 mod caches;
 mod call;
-mod call_pipes;
-mod call_threads;
-mod calls;
-mod capture;
 mod check;
 mod cli;
 mod config;
-mod context;
-mod dispatch;
-mod escaping;
 mod exit_code;
 mod host_config;
-mod input;
-mod lines;
+mod mcp;
 mod net;
-mod never_list;
 mod program;
-mod progress;
 mod project;
-mod protocol;
-mod reaper;
-mod render;
 mod sandbox_line;
-mod server;
-mod spares;
-mod spawn;
+mod serve;
 mod sync;
+mod text;
 mod tools;
-mod utf8;
-mod warm;
-mod workdir;
-mod writer;
 
-pub use calls::MAX_CALLS;
+pub use serve::in_flight::MAX_CALLS;
 
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
 
 /// Runs `lnk-link-run` with the process's arguments.
 pub fn main() -> ExitCode {
@@ -66,7 +43,7 @@ pub fn main() -> ExitCode {
     // would be every call's cost.
     let mut args = std::env::args_os();
     match args.nth(1) {
-        Some(sub) if sub == reaper::REAP => return lnk_proc::reaper::main(args),
+        Some(sub) if sub == call::reaper::REAP => return lnk_proc::reaper::main(args),
         // A warm sandbox's stub: before anything else too, and with nothing open but what the
         // reaper handed it.
         Some(sub) if sub == lnk_proc::stub::STUB => return lnk_proc::stub::main(),
@@ -116,7 +93,7 @@ pub fn main() -> ExitCode {
     };
     check::hold_marker();
     init_logging();
-    let served = serve(config, sandbox_check);
+    let served = serve::serve(config, sandbox_check);
     sandboxes_done();
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,8 +105,8 @@ pub fn main() -> ExitCode {
 /// At the end, once no call runs: the spares' sandboxes stopped, and the protected paths'
 /// placeholders removed when no other process still needs them
 /// ([`sandbox_line::protected::leave`]).
-fn sandboxes_done() {
-    spares::stop_all();
+pub(crate) fn sandboxes_done() {
+    call::spares::stop_all();
     sandbox_line::protected::leave();
 }
 
@@ -159,62 +136,4 @@ fn init_logging() {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
-}
-
-/// Serves until stdin ends or SIGTERM/SIGINT arrives, then kills the calls in flight.
-fn serve(config: config::Config, sandbox_check: bool) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let making = project::Making {
-        sandbox_check,
-        warm_asked: !warm::cold_asked(),
-    };
-    // Before anything else starts: a sandbox that does not confine is a refusal to start.
-    // With --files-from roots, each project's folder is checked once it is known.
-    let fixed = config.files_from == config::FilesFrom::Flag;
-    let (sandbox_warnings, warmth) = if fixed {
-        project::sandbox_checked(&config, making).map_err(anyhow::Error::msg)?
-    } else {
-        (Vec::new(), Ok(()))
-    };
-    let mut signals =
-        Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
-    let (writer, _writer_thread) = writer::Writer::start().context("starting the stdout writer")?;
-    if let Some(background) = &config.background {
-        let state = lnk_common::layout::StateDir::new(&background.given_state);
-        let empty = state.create().context("creating the state folder")?;
-        // A new (empty) folder is indexed from the start; an older one by the next sweep.
-        if empty {
-            lnk_common::index::init(&state).context("indexing the new state folder")?;
-        }
-    }
-    for warning in sandbox_warnings {
-        tracing::warn!("{warning}");
-    }
-    if let Some(background) = &config.background {
-        background::start_sweeps(background);
-    }
-    let projects = if fixed {
-        // A call's reaper started ahead of it (with its sandbox, when calls start warm), once
-        // the sandbox is checked.
-        spares::start(warm::settings(&config, warmth, sandbox_check));
-        project::Projects::fixed(config)
-    } else {
-        project::Projects::from_roots(config, making)
-    }
-    .context("setting up the project")?;
-    let server = server::Server::new(context::Toolbox::new(projects), writer);
-    let on_signal = Arc::clone(&server);
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                tracing::info!(signal, "shutting down on a signal");
-                on_signal.shutdown();
-                sandboxes_done();
-                std::process::exit(0);
-            }
-        })
-        .context("starting the signal thread")?;
-    server.serve_stdin();
-    Ok(())
 }

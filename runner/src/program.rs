@@ -1,7 +1,7 @@
 //! The allow-list: a program is a bare name from `--program`, found as an executable regular
 //! file in the folders of `--programs-path`, in order.
 
-use crate::protocol::cut_short;
+use crate::mcp::protocol::cut_short;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;

@@ -19,7 +19,7 @@ use lnk_tests::serve::ANSWER;
 use lnk_tests::tools::{PROMPT, list_within, meta, procs_args, start, stop, stopped_run, tool};
 
 /// The threads of `pid`, but for call threads waiting for a call (serve keeps up to four,
-/// named so, however many runs live: `runner/src/call_threads.rs`), and how many of those.
+/// named so, however many runs live: `runner/src/serve/threads.rs`), and how many of those.
 fn threads(pid: i32) -> (usize, usize) {
     let names = thread_names(pid);
     let idle = names.iter().filter(|name| *name == "call (idle)").count();

@@ -286,7 +286,7 @@ fn start_spare() -> (std::process::Child, std::fs::File, std::os::fd::OwnedFd) {
     (spare, std::fs::File::from(reports), control)
 }
 
-/// How many spares serve keeps (`runner/src/spares.rs`).
+/// How many spares serve keeps (`runner/src/call/spares/`).
 const SPARES: usize = 4;
 
 /// Waits until `serve` has its [`SPARES`] spare reapers (its own children, `reap --spare`),

@@ -2,14 +2,14 @@
 
 use serde_json::{Map, Value};
 
-use crate::answer::ToolAnswer as Answer;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// Refuses arguments other than `allowed`.
 pub fn only(arguments: &Map<String, Value>, tool: &str, allowed: &[&str]) -> Result<(), Answer> {
     match arguments.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(unknown) => Err(Answer::refusal(format!(
             "unknown argument `{}`; `{tool}` takes {}",
-            crate::protocol::cut_short(unknown),
+            crate::mcp::protocol::cut_short(unknown),
             if allowed.is_empty() {
                 "no arguments".to_owned()
             } else {

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::lines::{Matcher, for_each_line};
 use super::output::read_bytes;
-use crate::answer::ToolAnswer as Answer;
-use crate::protocol::Era;
+use crate::mcp::protocol::Era;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// How many bytes are read at a time.
 const CHUNK: u64 = 256 * 1024;
@@ -73,7 +73,7 @@ pub fn grep(
     let structured = json!({
         "id": id.as_str(),
         "state": record.status.state().as_str(),
-        "grep": crate::escaping::one_line(matcher.pattern()),
+        "grep": crate::text::escaping::one_line(matcher.pattern()),
         "matches": matches,
         "lines_matched": found.count,
         "offset": begin,
@@ -88,7 +88,7 @@ pub fn grep(
         s = if found.count == 1 { "" } else { "s" },
         es = if found.count == 1 { "es" } else { "" },
         from = begin,
-        pattern = crate::escaping::one_line(matcher.pattern()),
+        pattern = crate::text::escaping::one_line(matcher.pattern()),
     );
     if shown < found.count {
         text.push_str(&format!(
@@ -124,7 +124,7 @@ impl Found {
         if self.first_unshown.is_some() {
             return;
         }
-        let (mut shown, used) = crate::escaping::front(line, LINE_SHOWN, false);
+        let (mut shown, used) = crate::text::escaping::front(line, LINE_SHOWN, false);
         if used < line.len() {
             shown.push('…');
         }

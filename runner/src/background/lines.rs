@@ -63,7 +63,7 @@ impl Matcher {
                 ),
                 err => format!(
                     "`{what}` is not a regular expression of the `regex` crate's syntax: {}",
-                    crate::escaping::one_line(&err.to_string())
+                    crate::text::escaping::one_line(&err.to_string())
                 ),
             })?;
         Ok(Matcher {

@@ -16,8 +16,8 @@ use lnk_common::summary::RunSummary;
 use serde_json::{Map, Value, json};
 
 use super::args::{count, only};
-use crate::answer::ToolAnswer as Answer;
 use crate::config::Background;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// A page's runs unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: u64 = 20;
@@ -128,7 +128,7 @@ impl Query {
             Some(Value::String(text)) => Filter::parse(text).ok_or_else(|| {
                 Answer::refusal(format!(
                     "`state` `{}` is not one of running, ended, exited, timed_out, stopped, lost",
-                    crate::protocol::cut_short(text)
+                    crate::mcp::protocol::cut_short(text)
                 ))
             })?,
             Some(_) => {
@@ -148,7 +148,7 @@ impl Query {
             Some(Value::String(text)) => Some(Cursor::parse(text).ok_or_else(|| {
                 Answer::refusal(format!(
                     "`before` `{}` is not a value `list` gave as `next`; leave it out for the newest runs",
-                    crate::protocol::cut_short(text)
+                    crate::mcp::protocol::cut_short(text)
                 ))
             })?),
             Some(_) => {
@@ -338,13 +338,13 @@ pub fn live_summary(record: &Record) -> RunSummary {
 }
 
 /// A run as it is shown to the host: shortened, and its program, arguments and folder (as the
-/// agent gave them) escaped ([`crate::escaping::one_line`]).
+/// agent gave them) escaped ([`crate::text::escaping::one_line`]).
 pub fn shown_summary(record: &Record) -> RunSummary {
     let mut summary = record.summary().shortened();
-    summary.program = crate::escaping::one_line(&summary.program);
-    summary.dir = crate::escaping::one_line(&summary.dir);
+    summary.program = crate::text::escaping::one_line(&summary.program);
+    summary.dir = crate::text::escaping::one_line(&summary.dir);
     for arg in &mut summary.args {
-        *arg = crate::escaping::one_line(arg);
+        *arg = crate::text::escaping::one_line(arg);
     }
     summary
 }

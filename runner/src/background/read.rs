@@ -1,5 +1,5 @@
 //! `read`: a run's output at offsets that count every byte it wrote, dropped ones included
-//! ([`super::output`]), shown escaped ([`crate::escaping`]) or, with `raw`, as the bytes
+//! ([`super::output`]), shown escaped ([`crate::text::escaping`]) or, with `raw`, as the bytes
 //! themselves (base64); with `wait_ms`, a read that waits for output, for a text (`until`) or
 //! for the run's end ([`super::read_wait`]); with `grep`, the lines that match
 //! ([`super::grep`]).
@@ -14,10 +14,10 @@ use super::args::{count, flag, only, run_id};
 use super::lines::Matcher;
 use super::output::{Bytes, read_bytes};
 use super::read_wait::{Wait, Waited, wait_for};
-use crate::answer::ToolAnswer as Answer;
 use crate::call::CallControl;
 use crate::config::{Background, Config};
-use crate::protocol::Era;
+use crate::mcp::protocol::Era;
+use crate::tools::answer::ToolAnswer as Answer;
 
 pub use super::read_wait::UNTIL_BYTES;
 
@@ -138,7 +138,7 @@ fn answer(id: &RunId, read: Bytes, shown: Shown, waited: Option<Waited>, era: &E
         let skip = skip as u64;
         if shown.from_the_end {
             // The last bytes: a text too long once escaped keeps its end.
-            let (text, left) = crate::escaping::back(cut, budget, true);
+            let (text, left) = crate::text::escaping::back(cut, budget, true);
             let start = if skip > 0 || left > 0 {
                 from + skip + left as u64
             } else {
@@ -146,7 +146,7 @@ fn answer(id: &RunId, read: Bytes, shown: Shown, waited: Option<Waited>, era: &E
             };
             (text, start, from + keep as u64)
         } else {
-            let (text, used) = crate::escaping::front(cut, budget, true);
+            let (text, used) = crate::text::escaping::front(cut, budget, true);
             let start = if skip > 0 { from + skip } else { start };
             (text, start, from + skip + used as u64)
         }
@@ -231,11 +231,11 @@ fn utf8_cut(
     record: &Record,
 ) -> (usize, usize) {
     let skip = if start_at_a_character {
-        crate::utf8::continuation_prefix(bytes)
+        crate::text::utf8::continuation_prefix(bytes)
     } else {
         0
     };
-    let whole = bytes.len() - crate::utf8::incomplete_suffix(bytes);
+    let whole = bytes.len() - crate::text::utf8::incomplete_suffix(bytes);
     // The last bytes of a run that ended, or of a file past whose end the run's output could
     // not be written (`cut_off`), are never completed.
     let never_completed = at_the_end && (cut_off || !record.status.is_running());

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 use super::args::count;
 use super::output::read_bytes;
 use super::wait::{Slept, Waker};
-use crate::answer::ToolAnswer as Answer;
 use crate::call::CallControl;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// The longest `until` text.
 pub const UNTIL_BYTES: usize = 1024;

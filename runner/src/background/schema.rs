@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::config::{Background, Config};
-use crate::protocol::Era;
+use crate::mcp::protocol::Era;
 
 /// `start`, `list`, `read`, `write`, `stop` and `watch`, when the server has background runs.
 pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {

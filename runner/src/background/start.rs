@@ -16,11 +16,12 @@ use lnk_common::time::{UnixMs, duration_to_ms};
 use serde_json::{Map, Value, json};
 
 use super::detached;
-use crate::answer::{Reply, ToolAnswer as Answer};
+use crate::call::workdir;
 use crate::config::{Background, Config};
-use crate::context::ToolContext;
 use crate::sandbox_line::pass::Passed;
-use crate::{program, tools, workdir};
+use crate::tools::answer::{Reply, ToolAnswer as Answer};
+use crate::tools::context::ToolContext;
+use crate::{program, tools};
 
 /// `_meta` key: the conversation a run tells when it ends.
 pub const META_THREAD: &str = "link.local/thread";
@@ -86,7 +87,7 @@ fn prepare_passing(
         return Err(Answer::refusal(format!(
             "unknown argument `{}`; `start` takes program, args, dir, input, interactive, tty, \
              cols and rows",
-            crate::protocol::cut_short(unknown)
+            crate::mcp::protocol::cut_short(unknown)
         )));
     }
     let args = tools::command_args(&command).map_err(Answer::refusal)?;

@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 
 use super::args::{only, run_id};
 use super::list::live_summary;
-use crate::answer::ToolAnswer as Answer;
 use crate::config::Background;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// How long `stop` waits for the end to be recorded.
 const STOP_WAIT: Duration = Duration::from_secs(5);
@@ -117,7 +117,7 @@ impl ToSend {
         format!(
             "`signal` must be one of {} (as a string; `SIG` may lead), not `{}`",
             ToSend::names().join(", "),
-            crate::protocol::cut_short(given)
+            crate::mcp::protocol::cut_short(given)
         )
     }
 }

@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 
 use super::task_result;
 use crate::config::{Background, Config};
-use crate::protocol::{self, Era, RpcError};
+use crate::mcp::protocol::{self, Era, RpcError};
 
 /// How often a client is asked to poll a working task.
 pub const POLL_INTERVAL_MS: u64 = 1000;

@@ -17,10 +17,10 @@ use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use serde_json::json;
 
-use crate::answer::ToolAnswer;
-use crate::capture::HeadTail;
+use crate::call::capture::HeadTail;
+use crate::call::render;
 use crate::config::Config;
-use crate::render;
+use crate::tools::answer::ToolAnswer;
 
 /// The characters of a run's command line and of its last line that a status shows.
 const SHOWN_CHARS: usize = 80;
@@ -250,7 +250,7 @@ fn last_line(file: &File, len: u64) -> Option<String> {
     let from = len.saturating_sub(LAST_LINE_BYTES);
     let bytes = read_at(file, from, len - from).ok()?;
     let skip = if from > 0 {
-        crate::utf8::continuation_prefix(&bytes)
+        crate::text::utf8::continuation_prefix(&bytes)
     } else {
         0
     };
@@ -264,9 +264,9 @@ fn last_line(file: &File, len: u64) -> Option<String> {
 }
 
 /// `text` as one line, every control and invisible character escaped
-/// ([`crate::escaping::one_line`]), so that a status stays one line and reads as it shows.
+/// ([`crate::text::escaping::one_line`]), so that a status stays one line and reads as it shows.
 fn one_line(text: &str) -> String {
-    crate::escaping::one_line(text)
+    crate::text::escaping::one_line(text)
 }
 
 /// A duration as a person reads it: `850 ms`, `4.2 s`, `3m 12s`, `2h 5m`.

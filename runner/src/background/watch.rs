@@ -22,9 +22,9 @@ use super::lines::Matcher;
 use super::output::read_bytes;
 use super::watch_result::{Watched, answer};
 use super::watch_search::{Ending, Target, search};
-use crate::answer::{Reply, ToolAnswer as Answer};
 use crate::config::Background;
-use crate::context::ToolContext;
+use crate::tools::answer::{Reply, ToolAnswer as Answer};
+use crate::tools::context::ToolContext;
 
 /// The arguments `watch` takes.
 const ARGUMENTS: [&str; 6] = ["id", "until", "regex", "ended", "timeout", "offset"];

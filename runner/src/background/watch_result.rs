@@ -1,7 +1,7 @@
 //! What a watch answers once it has ended: one line saying how (a line matched, the run ended,
 //! the time was up), the matching line and its offset, and a few lines around it — or, when
 //! nothing matched, the output's last lines — in the text and in the structured value alike,
-//! everything shown escaped ([`crate::escaping`]). The same answer completes a watch's task and
+//! everything shown escaped ([`crate::text::escaping`]). The same answer completes a watch's task and
 //! answers a `watch` call of a host that does not follow tasks.
 
 use std::ops::ControlFlow;
@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use super::lines::{Matcher, for_each_line};
 use super::output::read_bytes;
 use super::watch_search::{Ending, Found, Outcome};
-use crate::answer::ToolAnswer;
-use crate::escaping;
+use crate::text::escaping;
+use crate::tools::answer::ToolAnswer;
 
 /// Lines shown before the matching one, and after it (those written by then).
 const AROUND: usize = 3;

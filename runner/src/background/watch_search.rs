@@ -20,8 +20,8 @@ use lnk_common::watch::{WatchEnding, WatchId};
 use super::lines::{LINE_MAX, Matcher, for_each_line};
 use super::output::read_bytes;
 use super::wait::{Slept, Waker};
-use crate::answer::ToolAnswer as Answer;
 use crate::call::CallControl;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// How many bytes one look reads.
 const CHUNK: u64 = 256 * 1024;

@@ -34,10 +34,10 @@ use super::lines::Matcher;
 use super::watch::Asked;
 use super::watch_result::{Watched, answer};
 use super::watch_search::{Ending, Target, search};
-use crate::answer::ToolAnswer as Answer;
 use crate::call::CallControl;
 use crate::config::Background;
-use crate::protocol::{self, Era, RpcError};
+use crate::mcp::protocol::{self, Era, RpcError};
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// The most watches one `serve` waits for at once (a thread each, asleep).
 pub const MAX_WAITING: usize = 256;
@@ -183,7 +183,7 @@ fn end(state: &StateDir, id: &WatchId, status: &str, message: String, result: Op
     let ending = WatchEnding {
         status: status.to_owned(),
         ended_at_ms: UnixMs::now(),
-        message: crate::escaping::one_line(&message),
+        message: crate::text::escaping::one_line(&message),
         result,
     };
     if let Err(err) = ending.store_first(state, id) {
@@ -311,7 +311,7 @@ fn waiting_for(spec: &WatchSpec, record: &Record) -> String {
     };
     let live = super::task_result::live(record);
     let since = super::task_result::took(UnixMs::now().saturating_since(spec.created_at_ms));
-    crate::escaping::one_line(&format!(
+    crate::text::escaping::one_line(&format!(
         "watching run {} ({}) for {what} for {since}; the run is {}",
         spec.id.run(),
         super::task_result::command_line(record),

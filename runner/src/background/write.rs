@@ -13,8 +13,8 @@ use lnk_common::stdin::{self, ChannelReply, SendError, WRITE_MAX};
 use serde_json::{Map, Value, json};
 
 use super::args::{only, run_id};
-use crate::answer::ToolAnswer as Answer;
 use crate::config::Background;
+use crate::tools::answer::ToolAnswer as Answer;
 
 /// How long `write` waits for the channel of a run that has just started (its supervisor makes
 /// it within milliseconds of the start).

@@ -3,7 +3,7 @@
 //! Memory never exceeds the limit, whatever the program writes: the head keeps the first half,
 //! the tail is a ring holding the last half, and both grow only as bytes arrive.
 
-use crate::{escaping, utf8};
+use crate::text::{escaping, utf8};
 
 /// The head and tail of one stream, and how many bytes it wrote in all.
 #[derive(Debug)]
@@ -85,7 +85,7 @@ impl HeadTail {
     /// The kept bytes as text: `(head, left_out, tail)`. Nothing is left out when the stream fit;
     /// then everything is in `head` and `tail` is empty. Cuts never split a UTF-8 character (the
     /// bytes of a character cut in two are counted as left out) and bytes that are not UTF-8 are
-    /// shown as U+FFFD. The text is shown escaped ([`crate::escaping`]), and each end shows at
+    /// shown as U+FFFD. The text is shown escaped ([`crate::text::escaping`]), and each end shows at
     /// most `limit / 2` bytes of it: what an escape pushes past that is left out (and counted)
     /// too.
     pub fn render(&self) -> Rendered {

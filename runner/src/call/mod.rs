@@ -9,22 +9,41 @@
 //! signals its own child, the reaper (a pid that cannot be reused while unreaped), which kills
 //! everything of the call. The thread lives until the reaper is reaped, which the parent-death
 //! signal requires: if `serve` dies, its reapers get SIGTERM and kill their calls.
+//!
+//! The room holds a call's parts: the program and folder it runs in are checked by the
+//! `command` tool with [`crate::program`] and [`workdir`]; [`spawn`] starts its reaper, under a
+//! spare started ahead ([`spares`], warm or cold as [`warmth`] says) or a new one
+//! ([`reaper`]); [`pipes`] and [`input`] move its bytes, [`capture`] keeps their head and tail;
+//! [`render`] makes the answer; [`unreaped`] reaps what answered calls left; [`control`]
+//! cancels one.
+
+pub mod capture;
+mod control;
+pub mod input;
+mod pipes;
+pub mod reaper;
+pub mod render;
+pub mod spares;
+pub mod spawn;
+pub mod unreaped;
+pub mod warmth;
+pub mod workdir;
+
+pub use control::CallControl;
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use lnk_proc::net::AllowList;
 use lnk_proc::reaper::Event;
-use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use crate::call_pipes::Running;
-use crate::capture::HeadTail;
+use crate::call::capture::HeadTail;
+use crate::call::pipes::Running;
+use crate::call::reaper::Reaper;
 use crate::net::CallProxy;
-use crate::reaper::Reaper;
-use crate::spawn;
 
 /// How a sandbox process ended: `Code(n)` or `Signal(n)`, as the reaper saw it.
 pub use lnk_common::status::Exit;
@@ -36,7 +55,7 @@ pub use lnk_proc::reaper::LEFTOVER_GRACE;
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often a call that asked for progress hears of it.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-use crate::reaper::REAPER_STUCK;
+use crate::call::reaper::REAPER_STUCK;
 /// How long past the deadline a timeout waits for the reaper to report that the sandbox
 /// started (it does within a millisecond) before it stops the call anyway: a program that
 /// SIGSTOPs its reaper before the report would otherwise hold the call past its timeout.
@@ -45,42 +64,6 @@ const START_REPORT_WAIT: Duration = Duration::from_secs(1);
 /// `done` (it does within a millisecond of killing the leftovers) before it is stopped: a
 /// leftover that stops its reaper would otherwise hold the call's answer for ever.
 const END_REPORT_WAIT: Duration = Duration::from_secs(1);
-
-/// What another thread holds to cancel a call in flight.
-#[derive(Debug)]
-pub struct CallControl {
-    cancelled: AtomicBool,
-    wake: OwnedFd,
-}
-
-impl CallControl {
-    /// A control with its wake-up eventfd.
-    pub fn new() -> io::Result<Self> {
-        let wake = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Self {
-            cancelled: AtomicBool::new(false),
-            wake,
-        })
-    }
-
-    /// Asks the call to kill everything at once and end without an answer.
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        // A full counter (impossible here) or a closed fd only means a wake-up is pending.
-        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
-    }
-
-    /// Whether [`CallControl::cancel`] was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// The descriptor that becomes readable when the call is cancelled, for a call that
-    /// sleeps in a `poll` of its own (a waiting `read`).
-    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.wake.as_fd()
-    }
-}
 
 /// A finished call.
 #[derive(Debug)]
@@ -167,9 +150,9 @@ pub struct CallSpec {
     /// What the sandbox line protects ([`crate::sandbox_line::Expanded::protected`]).
     pub protected: crate::sandbox_line::Protected,
     /// The working folder.
-    pub cwd: crate::workdir::WorkDir,
+    pub cwd: crate::call::workdir::WorkDir,
     /// Bytes for stdin; `None` gives an empty stdin.
-    pub input: Option<crate::input::Input>,
+    pub input: Option<crate::call::input::Input>,
     /// The time limit.
     pub timeout: Duration,
     /// The output kept per stream.
@@ -221,7 +204,7 @@ pub fn run(
     // one that said `done` (everything of the call is dead) after the call's answer.
     let reaped = match &watched {
         Ok(seen) if seen.done => {
-            crate::answered::reap_after_answer(reaper);
+            crate::call::unreaped::reap_after_answer(reaper);
             Ok(0)
         }
         _ => reaper.finish(),

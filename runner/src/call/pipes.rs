@@ -7,8 +7,8 @@ use std::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use crate::capture::HeadTail;
-use crate::reaper::Reaper;
+use crate::call::capture::HeadTail;
+use crate::call::reaper::Reaper;
 
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 128 * 1024;
@@ -21,7 +21,7 @@ impl Running {
     /// Takes the call's pipes from its reaper, made non-blocking (and larger, where the system
     /// lets them be).
     pub fn open(
-        input: Option<crate::input::Input>,
+        input: Option<crate::call::input::Input>,
         output: u64,
         reaper: &mut Reaper,
     ) -> io::Result<Running> {
@@ -67,7 +67,7 @@ pub struct Running {
     stderr: Option<ChildStderr>,
     stdin: Option<ChildStdin>,
     /// What is left to write to stdin; freed as it is written.
-    input: Option<crate::input::Input>,
+    input: Option<crate::call::input::Input>,
     pub out: HeadTail,
     pub err: HeadTail,
     buf: Vec<u8>,
@@ -107,7 +107,11 @@ impl Running {
         if is_ready(slots.stdin) {
             self.feed_input();
         }
-        if self.input.as_ref().is_none_or(crate::input::Input::is_done) {
+        if self
+            .input
+            .as_ref()
+            .is_none_or(crate::call::input::Input::is_done)
+        {
             // All written (or the program stopped reading): close stdin so the program sees
             // the end, and free what is left.
             self.stdin = None;

@@ -1,6 +1,6 @@
 //! A call's reaper once started: `serve`'s child, which forks the sandbox and holds all it
 //! starts (see [`lnk_proc::reaper`]), and what serve does with it: stop it, kill it, reap it.
-//! Both ways of starting one ([`crate::spawn`], [`crate::spares`]) give this.
+//! Both ways of starting one ([`crate::call::spawn`], [`crate::call::spares`]) give this.
 
 use std::io;
 use std::process::Child;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::call::capture::{HeadTail, Rendered};
 use crate::call::{CallOutcome, Exit};
-use crate::capture::{HeadTail, Rendered};
 
 /// The answer's text: how it ended, then each stream's head, what was left out, and tail.
 pub fn text(outcome: &CallOutcome, timeout: Duration) -> String {

@@ -11,14 +11,14 @@ use std::time::Duration;
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
 
+use crate::call::reaper::{REAP, Reaper};
 use crate::net::HandOff;
-use crate::reaper::{REAP, Reaper};
 use crate::sandbox_line::Protected;
 use crate::sandbox_line::pass::Passed;
 
 /// Starts `argv` under a reaper of its own, with a layer of its own over each of `caches`, in
 /// `cwd` (the folder `workdir`), with piped stdout and stderr, stdin piped when `with_input`
-/// (else empty): a spare started ahead of the call when there is one ([`crate::spares`]) whose
+/// (else empty): a spare started ahead of the call when there is one ([`crate::call::spares`]) whose
 /// sandbox protects what the call's line does (`line`'s [`Protected`]), else one started now,
 /// holding the descriptors the line names (`line`'s [`Passed`]). A spare gets SIGTERM on the
 /// death of the `spares` thread, which lives as long as serve; a reaper started now on the
@@ -46,7 +46,7 @@ pub fn spawn(
         options.stub = Some(net.words);
     }
     let net = net.map(|net| net.fd);
-    if let Some(reaper) = crate::spares::hand(&options, line, cwd, workdir, with_input, net) {
+    if let Some(reaper) = crate::call::spares::hand(&options, line, cwd, workdir, with_input, net) {
         tracing::trace!("the call runs in a spare");
         return Ok(reaper);
     }

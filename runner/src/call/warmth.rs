@@ -4,8 +4,8 @@
 //! or a sandbox that misbehaves with a process waiting in it), or the sandbox check's probe,
 //! run through a warm sandbox, did not see what the cold probe saw.
 
+use crate::call::spares::Settings;
 use crate::config::Config;
-use crate::spares::Settings;
 
 /// The variable that forces cold starts when it is `1`.
 pub const COLD_START_VARIABLE: &str = "LNK_COLD_START";

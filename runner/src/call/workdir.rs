@@ -5,7 +5,7 @@
 //! following any link, and the call starts in that handle (`fchdir`), never in a path
 //! resolved again — so a link swapped in meanwhile cannot move it outside.
 
-use crate::protocol::cut_short;
+use crate::mcp::protocol::cut_short;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 

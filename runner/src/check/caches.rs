@@ -27,7 +27,7 @@ pub fn plan(plan: &mut Plan, config: &Config) {
             write_at,
         });
     }
-    let Some(home) = crate::never_list::home() else {
+    let Some(home) = crate::sandbox_line::never_list::home() else {
         return;
     };
     for found in crate::caches::found::on_this_machine(&home) {

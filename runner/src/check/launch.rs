@@ -57,7 +57,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         .command_line(Path::new(&program), &[SUBCOMMAND])
         .map_err(std::io::Error::other)?;
     let argv = line.words;
-    let workdir = crate::workdir::open(&config.files, ".")
+    let workdir = crate::call::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let Some((sandbox, args)) = argv.split_first() else {
         return Err(std::io::Error::other("an empty sandbox"));
@@ -124,7 +124,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
 pub(super) fn through_reaper(
     name: &str,
     request: &Request,
-    mut reaper: crate::reaper::Reaper,
+    mut reaper: crate::call::reaper::Reaper,
     started: Instant,
 ) -> std::io::Result<(Option<Answer>, String, Duration)> {
     let (_readers, done_rx) = exchange(

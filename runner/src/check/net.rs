@@ -87,11 +87,11 @@ pub fn run_cold(
     options.net = true;
     options.stub = Some(line.words.len());
     options.caches = config.layers();
-    let workdir = crate::workdir::open(&config.files, ".")
+    let workdir = crate::call::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let (proxy, sandbox_end) = Proxy::start(Arc::clone(allow), PROBE_DEADLINE)?;
     let started = Instant::now();
-    let reaper = crate::spawn::start(
+    let reaper = crate::call::spawn::start(
         &options,
         &line.passed,
         workdir.handle.as_fd(),

@@ -1,5 +1,5 @@
 //! serve's side of running the probe through a warm sandbox, exactly as a warm call runs: a
-//! spare reaper with the call's sandbox started ahead ([`crate::spares::Spare`]), handed the
+//! spare reaper with the call's sandbox started ahead ([`crate::call::spares::Spare`]), handed the
 //! probe as a call, whose stub `exec`s the probe in the files folder.
 //!
 //! Inside, the stub is this very executable (the reaper hands it over as it hands the probe
@@ -19,8 +19,8 @@ use lnk_proc::reaper::{LEFTOVER_GRACE, Options, spare};
 
 use super::launch::{PROBE_DEADLINE, Ran, through_reaper};
 use super::wire::{Request, SUBCOMMAND};
+use crate::call::spares::{Settings, Spare, folder_id};
 use crate::config::Config;
-use crate::spares::{Settings, Spare, folder_id};
 
 /// Runs the probe with `request` through a warm sandbox of `config`'s (with a proxy for `net`,
 /// as a call with one: its channel handed to the stub with the call).
@@ -37,7 +37,7 @@ pub fn run(
     };
     let id = folder_id(&config.files)
         .ok_or_else(|| std::io::Error::other("the files folder cannot be looked at"))?;
-    let workdir = crate::workdir::open(&config.files, ".")
+    let workdir = crate::call::workdir::open(&config.files, ".")
         .map_err(|err| std::io::Error::other(err.to_string()))?;
     let started = Instant::now();
     let spare = Spare::start(&settings)?;

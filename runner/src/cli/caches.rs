@@ -7,7 +7,7 @@ use super::paths::must_be_absolute;
 use super::refusal::{Refusal, refuse};
 use crate::caches::CacheFolder;
 use crate::config::Background;
-use crate::never_list;
+use crate::sandbox_line::never_list;
 
 /// The cache folders of `given`, checked, without repeats. Each must be an absolute path
 /// without `..`, of an existing folder that is not `/`, the home or a folder holding it, not

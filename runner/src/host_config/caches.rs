@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::never_list;
+use crate::sandbox_line::never_list;
 
 /// The flag serve takes a cache folder with.
 pub const FLAG: &str = "--cache";

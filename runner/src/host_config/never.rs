@@ -1,4 +1,4 @@
-//! The never-list as the line `config` builds keeps to it: [`crate::never_list::IN_HOME`] (the
+//! The never-list as the line `config` builds keeps to it: [`crate::sandbox_line::never_list::IN_HOME`] (the
 //! user's keys, credentials and tokens, browser profiles, shell histories) in the home as named
 //! and resolved, cargo's credentials in any `CARGO_HOME`, the agent's keyring and the state
 //! folder. A bind is refused when it is one of them, lies
@@ -39,7 +39,7 @@ impl NeverList {
             entries.push(entry);
         };
         for home in homes {
-            for rel in crate::never_list::IN_HOME {
+            for rel in crate::sandbox_line::never_list::IN_HOME {
                 add(Never::Path(home.join(rel)));
             }
             for (folder, prefix) in PREFIXES_IN_HOME {

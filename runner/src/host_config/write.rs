@@ -417,5 +417,4 @@ fn create_new(
 }
 
 #[cfg(test)]
-#[path = "write_tests.rs"]
 mod tests;

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::protocol::Era;
-use crate::writer::Writer;
+use crate::mcp::protocol::Era;
+use crate::mcp::writer::Writer;
 
 /// Where a call's progress goes: `notifications/progress` with the call's token.
 pub struct ProgressSink {

@@ -342,7 +342,7 @@ const QUOTED_CHARS: usize = 64;
 /// What a client sent (a method, a tool name), cut short for a message: a 3 MiB name must
 /// not come back 3 MiB long.
 pub fn cut_short(text: &str) -> String {
-    let text = crate::escaping::one_line(text);
+    let text = crate::text::escaping::one_line(text);
     let mut chars = text.chars();
     let mut out: String = chars.by_ref().take(QUOTED_CHARS).collect();
     if chars.next().is_some() {

@@ -71,6 +71,10 @@ pub fn make(
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    crate::spares::start(crate::warm::settings(&config, warmth, making.sandbox_check));
+    crate::call::spares::start(crate::call::warmth::settings(
+        &config,
+        warmth,
+        making.sandbox_check,
+    ));
     Ok(config)
 }

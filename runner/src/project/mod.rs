@@ -41,9 +41,9 @@ pub use stand_in::stand_in;
 
 use crate::call::CallControl;
 use crate::config::Config;
-use crate::protocol::{self, Era};
+use crate::mcp::protocol::{self, Era};
+use crate::mcp::writer::Writer;
 use crate::sync::lock;
-use crate::writer::Writer;
 
 /// How long calls wait for the client's answer to `roots/list` before they are refused.
 pub const ROOTS_WAIT: Duration = Duration::from_secs(10);

@@ -30,7 +30,7 @@ pub fn first_root(result: &Value) -> Result<Option<String>, String> {
 /// A root's URI as an absolute path: `file://` with an empty host or `localhost`, then an
 /// absolute path, percent-decoded; no query, no fragment, no NUL.
 pub fn uri_path(uri: &str) -> Result<PathBuf, String> {
-    let shown = crate::protocol::cut_short(uri);
+    let shown = crate::mcp::protocol::cut_short(uri);
     let refuse = |why: &str| Err(format!("the client's first root `{shown}` {why}"));
     let Some((scheme, rest)) = uri.split_once(':') else {
         return refuse("is not a URI (a root is a file:// URI of an absolute folder)");

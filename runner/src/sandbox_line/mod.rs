@@ -20,6 +20,7 @@
 //! ([`pass::Passed`]), and whatever starts the sandbox hands them on.
 
 mod caches;
+pub mod never_list;
 pub mod pass;
 pub mod protected;
 

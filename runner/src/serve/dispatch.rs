@@ -1,5 +1,5 @@
 //! The one way a tool call runs: registered in flight, run on a thread of its own while it
-//! runs (`call_threads`; a panic is the call's refusal, not the server's end), its id freed,
+//! runs (`threads`; a panic is the call's refusal, not the server's end), its id freed,
 //! answered unless it was cancelled, and its place given back — in that order, for every tool.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::answer::ToolAnswer;
-use crate::calls::{CallRefused, Calls, InFlight};
-use crate::context::{ToolContext, Toolbox};
-use crate::progress::ProgressSink;
-use crate::protocol::{self, Era, RpcError};
+use crate::mcp::progress::ProgressSink;
+use crate::mcp::protocol::{self, Era, RpcError};
+use crate::mcp::writer::Writer;
+use crate::serve::in_flight::{CallRefused, Calls, InFlight};
 use crate::tools::Tool;
-use crate::writer::Writer;
+use crate::tools::answer::ToolAnswer;
+use crate::tools::context::{ToolContext, Toolbox};
 
 /// A `tools/call` request, read.
 pub struct ToolCall {
@@ -55,7 +55,7 @@ pub fn dispatch(toolbox: &Arc<Toolbox>, calls: &Arc<Calls>, writer: &Writer, cal
         call.tool.name(),
         protocol::cut_short(&call.id.to_string())
     );
-    let started = crate::call_threads::run(name, move || {
+    let started = crate::serve::threads::run(name, move || {
         run(&thread_toolbox, &thread_writer, call, in_flight);
     });
     if let Err(err) = started {
@@ -79,11 +79,9 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
         meta,
         tasks,
     } = call;
+    // What the tool holds until its answer is out (`Tool::begin`).
+    let holding = tool.begin();
     // Every line the call logs names it, so that two calls' lines can be told apart.
-    // A `command` call holds back the start of the next spares until its answer is out: a
-    // spare's start (a fork of serve, an exec, a sandbox's start) would otherwise compete for a
-    // CPU with the call itself (`spares::RefillHold`).
-    let _refill_hold = matches!(tool, Tool::Command).then(crate::spares::RefillHold::begin);
     let _span = tracing::info_span!(
         "call",
         id = %protocol::cut_short(&id.to_string()),
@@ -131,6 +129,5 @@ fn run(toolbox: &Toolbox, writer: &Writer, call: ToolCall, in_flight: InFlight) 
             writer.send(&protocol::result_message(&id, &era, result));
         }
     });
-    // A call answered once its reaper said `done` is reaped only now, off the answer's path.
-    crate::answered::reap_answered();
+    holding.answered();
 }

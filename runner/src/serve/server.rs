@@ -1,5 +1,5 @@
 //! `serve`: reads requests from stdin, answers the protocol's own methods, hands each tool
-//! call to [`dispatch`](crate::dispatch), and shuts down in order on stdin's end or a signal.
+//! call to [`dispatch`](crate::serve::dispatch), and shuts down in order on stdin's end or a signal.
 
 use std::io::BufReader;
 use std::sync::{Arc, Mutex};
@@ -7,16 +7,16 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::calls::{CallRefused, Calls};
 use crate::config::Config;
-use crate::context::Toolbox;
-use crate::dispatch::{ToolCall, dispatch};
-use crate::lines::{self, Line};
+use crate::mcp::lines::{self, Line};
+use crate::mcp::protocol::{self, Era, Incoming, RpcError};
+use crate::mcp::writer::Writer;
 use crate::project::Before;
-use crate::protocol::{self, Era, Incoming, RpcError};
+use crate::serve::dispatch::{ToolCall, dispatch};
+use crate::serve::in_flight::{CallRefused, Calls};
 use crate::sync::lock;
+use crate::tools::context::Toolbox;
 use crate::tools::{self, Tool};
-use crate::writer::Writer;
 
 /// How long shutdown waits for the calls it killed to be reaped.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
@@ -459,7 +459,7 @@ mod tests {
             let refused = call(meta.clone()).err().unwrap_or_else(|| {
                 panic!(
                     "{} is refused",
-                    crate::protocol::cut_short(&meta.to_string())
+                    crate::mcp::protocol::cut_short(&meta.to_string())
                 )
             });
             assert_eq!(refused.code, protocol::INVALID_PARAMS);

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::Era;
+use crate::mcp::protocol::Era;
 
 /// A tool's answer: its text, its structured value, and whether it is a refusal.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,7 +22,7 @@ pub fn command_args(arguments: &Map<String, Value>) -> Result<CommandArgs, Strin
     if let Some(unknown) = arguments.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(format!(
             "unknown argument `{}`; `command` takes program, args, dir and input",
-            crate::protocol::cut_short(unknown)
+            crate::mcp::protocol::cut_short(unknown)
         ));
     }
     let program = match arguments.get("program") {

@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::answer::ToolAnswer;
+use crate::call::input::InputBudget;
 use crate::call::{self, CallError, CallSpec, Ended, NotRun};
+use crate::call::{render, workdir};
 use crate::config::Config;
-use crate::context::ToolContext;
-use crate::input::InputBudget;
-use crate::{program, render, workdir};
+use crate::program;
+use crate::tools::answer::ToolAnswer;
+use crate::tools::context::ToolContext;
 
 /// Runs a `command` call on the calling thread; `None` when it was cancelled.
 pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Option<ToolAnswer> {
@@ -53,7 +54,7 @@ fn not_run_text(not_run: NotRun, dir: &str) -> String {
         NotRun::FolderChanged(_) => format!(
             "the working folder `{}` {not_run}: on the way in from the files folder it is no \
              longer a folder inside it. Nothing ran; call again once the folder is in place",
-            crate::protocol::cut_short(dir)
+            crate::mcp::protocol::cut_short(dir)
         ),
         NotRun::StubStuck => format!(
             "{not_run}. Most likely nothing ran: call again, unless running the command twice \

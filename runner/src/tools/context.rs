@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::call::CallControl;
+use crate::call::input::{self, InputBudget};
 use crate::config::Config;
-use crate::input::{self, InputBudget};
+use crate::mcp::protocol::Era;
 use crate::project::Projects;
-use crate::protocol::Era;
 
 /// What every call of one `serve` shares.
 pub struct Toolbox {

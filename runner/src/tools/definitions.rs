@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::Tool;
 use crate::config::Config;
-use crate::protocol::Era;
+use crate::mcp::protocol::Era;
 
 /// Every tool this server offers, as `tools/list` shows it in `era`.
 pub fn definitions(config: &Config, era: &Era) -> Vec<Value> {

@@ -2,10 +2,12 @@
 
 use serde_json::{Map, Value};
 
-use crate::answer::{Reply, ToolAnswer};
 use crate::background;
+use crate::call::spares::RefillHold;
+use crate::call::unreaped;
 use crate::config::Config;
-use crate::context::ToolContext;
+use crate::tools::answer::{Reply, ToolAnswer};
+use crate::tools::context::ToolContext;
 
 /// A tool of this server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +28,34 @@ pub enum Tool {
     Watch,
 }
 
+/// What a call of a tool holds from its start until its answer is out ([`Tool::begin`]).
+#[must_use = "the hold ends when this is dropped; give it back with `answered`"]
+pub struct Holding {
+    refill_hold: Option<RefillHold>,
+}
+
+impl Holding {
+    /// Once the call's answer is out: a `command` call's reaper that said `done` before the
+    /// answer is reaped now, off the answer's path ([`unreaped`]), then the spares' refill may
+    /// go on.
+    pub fn answered(self) {
+        if self.refill_hold.is_some() {
+            unreaped::reap_answered();
+        }
+    }
+}
+
 impl Tool {
+    /// What a call of this tool holds while it runs: a `command` call holds back the start of
+    /// the next spares until its answer is out, since a spare's start (a fork of serve, an
+    /// exec, a sandbox's start) would otherwise compete for a CPU with the call itself
+    /// ([`RefillHold`]).
+    pub fn begin(self) -> Holding {
+        Holding {
+            refill_hold: matches!(self, Tool::Command).then(RefillHold::begin),
+        }
+    }
+
     /// The tools that need background runs (`--state`).
     pub const BACKGROUND: [Tool; 6] = [
         Tool::Start,
@@ -71,7 +100,7 @@ impl Tool {
                 let names: Vec<&str> = offered.iter().map(|tool| tool.name()).collect();
                 format!(
                     "unknown tool `{}`; this server's tools: {}",
-                    crate::protocol::cut_short(name),
+                    crate::mcp::protocol::cut_short(name),
                     names.join(", ")
                 )
             })

@@ -1,6 +1,6 @@
 //! Spare reapers: a call's reaper started ahead of the call, so that a call hands its spec to a
 //! reaper that already runs instead of waiting for one to start (most of a call's overhead);
-//! and, unless calls start cold ([`crate::warm`]), with the call's sandbox already started
+//! and, unless calls start cold ([`crate::call::warmth`]), with the call's sandbox already started
 //! inside it (`--warm <sandbox>…`, [`lnk_proc::reaper::warm`]).
 //!
 //! One thread of `serve`'s, `spares`, keeps a pool of ready spares ([`pool`]: how many, and
@@ -35,7 +35,7 @@ use std::time::Duration;
 use lnk_proc::reaper::warm::Place;
 use lnk_proc::reaper::{Options, spare as wire};
 
-use crate::reaper::Reaper;
+use crate::call::reaper::Reaper;
 use crate::sandbox_line::Protected;
 use crate::sandbox_line::pass::Passed;
 use pool::Pool;

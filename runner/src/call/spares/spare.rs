@@ -15,7 +15,7 @@ use lnk_proc::reaper::{Event, Reports, launch, report, spare};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::{READY_WITHIN, Settings};
-use crate::reaper::{REAP, Reaper};
+use crate::call::reaper::{REAP, Reaper};
 use crate::sandbox_line::{Expanded, Protected};
 
 /// A spare reaper, started: its process (stdio piped), its reports, `serve`'s end of its

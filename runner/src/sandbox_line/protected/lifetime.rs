@@ -263,5 +263,4 @@ use clean::{clean_up, line};
 use sweep::sweep;
 
 #[cfg(test)]
-#[path = "lifetime_tests.rs"]
 mod tests;

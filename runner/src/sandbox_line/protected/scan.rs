@@ -396,5 +396,4 @@ mod repository;
 mod user_config;
 
 #[cfg(test)]
-#[path = "scan_tests.rs"]
 mod tests;
