@@ -26,12 +26,9 @@ use lnk_common::time::UnixMs;
 use lnk_common::watch::WatchId;
 use serde_json::{Map, Value, json};
 
-use super::task_result;
+use super::{task_fields, task_result};
 use crate::config::{Background, Config};
 use crate::mcp::protocol::{self, Era, RpcError};
-
-/// How often a client is asked to poll a working task.
-pub const POLL_INTERVAL_MS: u64 = 1000;
 
 /// The `CreateTaskResult` a `start` answers when its request declared the extension: the run
 /// just recorded, `working`.
@@ -139,25 +136,19 @@ fn get(config: &Config, background: &Background, state: &StateDir, record: &mut 
     Value::Object(task)
 }
 
-/// The fields every task has.
+/// The fields every run's task has.
 fn fields(record: &Record, status: &str, message: String, updated: UnixMs) -> Map<String, Value> {
     let limits = &record.launch.limits;
-    let mut task = Map::new();
-    task.insert("taskId".into(), json!(record.id.as_str()));
-    task.insert("status".into(), json!(status));
-    task.insert("statusMessage".into(), json!(message));
-    task.insert("createdAt".into(), json!(record.started_at_ms.rfc3339()));
-    task.insert(
-        "lastUpdatedAt".into(),
-        json!(updated.max(record.started_at_ms).rfc3339()),
-    );
     // The record outlives the run's timeout and its keep after that, at least.
-    task.insert(
-        "ttlMs".into(),
-        json!(limits.timeout_ms.saturating_add(limits.keep_ms)),
-    );
-    task.insert("pollIntervalMs".into(), json!(POLL_INTERVAL_MS));
-    task
+    let ttl = limits.timeout_ms.saturating_add(limits.keep_ms);
+    task_fields::fields(
+        record.id.as_str(),
+        status,
+        message,
+        record.started_at_ms,
+        updated,
+        Some(ttl),
+    )
 }
 
 /// What a task's id names: a run, or a watch of one ([`lnk_common::watch::WatchId`]: a run's

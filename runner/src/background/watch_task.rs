@@ -31,7 +31,8 @@ use lnk_common::watch::{self, WatchEnding, WatchId, WatchSpec};
 use serde_json::{Map, Value, json};
 
 use super::lines::Matcher;
-use super::watch::Asked;
+use super::task_fields;
+use super::watch_asked::Asked;
 use super::watch_result::{Watched, answer};
 use super::watch_search::{Ending, Target, search};
 use crate::call::CallControl;
@@ -41,8 +42,6 @@ use crate::tools::answer::ToolAnswer as Answer;
 
 /// The most watches one `serve` waits for at once (a thread each, asleep).
 pub const MAX_WAITING: usize = 256;
-/// How often a client is asked to poll a watch.
-const POLL_INTERVAL_MS: u64 = super::task::POLL_INTERVAL_MS;
 
 /// How many watches this `serve` waits for now.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -326,7 +325,7 @@ fn cancelled(spec: &WatchSpec) -> String {
     )
 }
 
-/// The fields every task has.
+/// The fields every watch's task has.
 fn fields(
     spec: &WatchSpec,
     record: Option<&Record>,
@@ -334,15 +333,6 @@ fn fields(
     message: String,
     updated: UnixMs,
 ) -> Map<String, Value> {
-    let mut task = Map::new();
-    task.insert("taskId".into(), json!(spec.id.to_string()));
-    task.insert("status".into(), json!(status));
-    task.insert("statusMessage".into(), json!(message));
-    task.insert("createdAt".into(), json!(spec.created_at_ms.rfc3339()));
-    task.insert(
-        "lastUpdatedAt".into(),
-        json!(updated.max(spec.created_at_ms).rfc3339()),
-    );
     // The watch is kept as long as its run's record, which is kept its timeout and its keep
     // after the run's start at least.
     let ttl = record.map(|record| {
@@ -353,7 +343,12 @@ fn fields(
         u64::try_from(kept_until.saturating_since(spec.created_at_ms).as_millis())
             .unwrap_or(u64::MAX)
     });
-    task.insert("ttlMs".into(), json!(ttl));
-    task.insert("pollIntervalMs".into(), json!(POLL_INTERVAL_MS));
-    task
+    task_fields::fields(
+        &spec.id.to_string(),
+        status,
+        message,
+        spec.created_at_ms,
+        updated,
+        ttl,
+    )
 }
