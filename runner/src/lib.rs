@@ -5,7 +5,8 @@
 //! `config::Config`; `serve` is the session (it reads requests, answers the protocol's own
 //! methods and runs each tool call on a thread of its own, registered in flight); `mcp` is the
 //! wire (the protocol's messages, the lines read, the one stdout writer, progress); `tools`
-//! names the tools and runs them with a narrow context; `call` is one foreground call (its
+//! names the tools and runs them, each with what `tool_call` gives every call (a narrow
+//! context, its arguments read, one answer type); `call` is one foreground call (its
 //! reaper, its spares, its pipes, its answer), which the `command` tool checks with `program`
 //! and starts; `background` holds the tools of background runs; `text` makes what is shown
 //! harmless; `sandbox_line` is the line a sandbox runs (and `caches`, `net`, the layers and
@@ -31,6 +32,7 @@ mod sandbox_line;
 mod serve;
 mod sync;
 mod text;
+mod tool_call;
 mod tools;
 
 pub use serve::in_flight::MAX_CALLS;
@@ -67,7 +69,7 @@ pub fn main() -> ExitCode {
                 let _ = writeln!(std::io::stdout().lock(), "note: {note}");
             }
             let code = check::report(&stand_in.config, skipped);
-            sandboxes_done();
+            call::sandboxes_done();
             return code;
         }
         Ok(cli::Invocation::CheckRecommended(serve_args)) => {
@@ -82,7 +84,7 @@ pub fn main() -> ExitCode {
             check::hold_marker();
             init_logging();
             let done = host_config::run(&request);
-            sandboxes_done();
+            call::sandboxes_done();
             return match done {
                 Ok(code) => code,
                 Err(refusal) => refuse_to_start(&refusal),
@@ -94,20 +96,12 @@ pub fn main() -> ExitCode {
     check::hold_marker();
     init_logging();
     let served = serve::serve(config, sandbox_check);
-    sandboxes_done();
+    call::sandboxes_done();
     match served {
         Ok(()) => ExitCode::SUCCESS,
         // Only the setup before serving fails this way: a refusal to start like the others.
         Err(err) => refuse_to_start(&format!("{err:#}")),
     }
-}
-
-/// At the end, once no call runs: the spares' sandboxes stopped, and the protected paths'
-/// placeholders removed when no other process still needs them
-/// ([`sandbox_line::protected::leave`]).
-pub(crate) fn sandboxes_done() {
-    call::spares::stop_all();
-    sandbox_line::protected::leave();
 }
 
 /// A refusal to start: exactly one line on stderr (control characters in what the user gave

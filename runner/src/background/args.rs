@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// Refuses arguments other than `allowed`.
 pub fn only(arguments: &Map<String, Value>, tool: &str, allowed: &[&str]) -> Result<(), Answer> {

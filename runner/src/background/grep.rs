@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::lines::{Matcher, for_each_line};
 use super::output::read_bytes;
 use crate::mcp::protocol::Era;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// How many bytes are read at a time.
 const CHUNK: u64 = 256 * 1024;

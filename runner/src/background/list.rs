@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{count, only};
 use crate::config::Background;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// A page's runs unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: u64 = 20;

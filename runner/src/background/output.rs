@@ -7,7 +7,7 @@ use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::output_file::{ReadError, read_at_offsets};
 
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 pub use lnk_common::output_file::OutputBytes as Bytes;
 

@@ -17,7 +17,7 @@ use super::read_wait::{Wait, Waited, wait_for};
 use crate::call::CallControl;
 use crate::config::{Background, Config};
 use crate::mcp::protocol::Era;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 pub use super::read_wait::UNTIL_BYTES;
 

@@ -13,7 +13,7 @@ use super::args::count;
 use super::output::read_bytes;
 use super::wait::{Slept, Waker};
 use crate::call::CallControl;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// The longest `until` text.
 pub const UNTIL_BYTES: usize = 1024;

@@ -18,10 +18,11 @@ use serde_json::{Map, Value, json};
 use super::detached;
 use crate::call::workdir;
 use crate::config::{Background, Config};
+use crate::program;
 use crate::sandbox_line::pass::Passed;
-use crate::tools::answer::{Reply, ToolAnswer as Answer};
-use crate::tools::context::ToolContext;
-use crate::{program, tools};
+use crate::tool_call::answer::{Reply, ToolAnswer as Answer};
+use crate::tool_call::args;
+use crate::tool_call::context::ToolContext;
 
 /// `_meta` key: the conversation a run tells when it ends.
 pub const META_THREAD: &str = "link.local/thread";
@@ -90,7 +91,7 @@ fn prepare_passing(
             crate::mcp::protocol::cut_short(unknown)
         )));
     }
-    let args = tools::command_args(&command).map_err(Answer::refusal)?;
+    let args = args::command_args(&command).map_err(Answer::refusal)?;
     let path = program::resolve(&args.program, &config.programs, &config.programs_path)
         .map_err(|e| Answer::refusal(e.to_string()))?;
     // Opened now as the supervisor will open it, so a folder it could not enter is refused

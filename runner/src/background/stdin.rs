@@ -7,7 +7,7 @@ use lnk_common::stdin::{DEFAULT_SIZE, Mode, Stdin, TermSize, WRITE_MAX};
 use rustix::pipe::{PipeFlags, fcntl_getpipe_size, fcntl_setpipe_size, pipe_with};
 use serde_json::{Map, Value};
 
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// `start`'s arguments that set up stdin; `command_args` does not know them.
 pub const KEYS: [&str; 5] = ["input", "interactive", "tty", "cols", "rows"];

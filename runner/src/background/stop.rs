@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::args::{only, run_id};
 use super::list::live_summary;
 use crate::config::Background;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// How long `stop` waits for the end to be recorded.
 const STOP_WAIT: Duration = Duration::from_secs(5);

@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::call::capture::HeadTail;
 use crate::call::render;
 use crate::config::Config;
-use crate::tools::answer::ToolAnswer;
+use crate::tool_call::answer::ToolAnswer;
 
 /// The characters of a run's command line and of its last line that a status shows.
 const SHOWN_CHARS: usize = 80;

@@ -21,8 +21,8 @@ use super::watch_asked::Asked;
 use super::watch_result::{Watched, answer};
 use super::watch_search::{Ending, Target, search};
 use crate::config::Background;
-use crate::tools::answer::Reply;
-use crate::tools::context::ToolContext;
+use crate::tool_call::answer::Reply;
+use crate::tool_call::context::ToolContext;
 
 /// The `watch` tool. `None` when the call was cancelled while it waited: nothing is answered.
 pub fn watch(

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::args::{count, flag, only, run_id};
 use super::lines::Matcher;
 use crate::config::Background;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// The arguments `watch` takes.
 const ARGUMENTS: [&str; 6] = ["id", "until", "regex", "ended", "timeout", "offset"];

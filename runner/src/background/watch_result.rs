@@ -15,7 +15,7 @@ use super::lines::{Matcher, for_each_line};
 use super::output::read_bytes;
 use super::watch_search::{Ending, Found, Outcome};
 use crate::text::escaping;
-use crate::tools::answer::ToolAnswer;
+use crate::tool_call::answer::ToolAnswer;
 
 /// Lines shown before the matching one, and after it (those written by then).
 const AROUND: usize = 3;

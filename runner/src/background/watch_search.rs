@@ -21,7 +21,7 @@ use super::lines::{LINE_MAX, Matcher, for_each_line};
 use super::output::read_bytes;
 use super::wait::{Slept, Waker};
 use crate::call::CallControl;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// How many bytes one look reads.
 const CHUNK: u64 = 256 * 1024;

@@ -38,7 +38,7 @@ use super::watch_search::{Ending, Target, search};
 use crate::call::CallControl;
 use crate::config::Background;
 use crate::mcp::protocol::{self, Era, RpcError};
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// The most watches one `serve` waits for at once (a thread each, asleep).
 pub const MAX_WAITING: usize = 256;

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{only, run_id};
 use crate::config::Background;
-use crate::tools::answer::ToolAnswer as Answer;
+use crate::tool_call::answer::ToolAnswer as Answer;
 
 /// How long `write` waits for the channel of a run that has just started (its supervisor makes
 /// it within milliseconds of the start).

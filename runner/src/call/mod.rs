@@ -65,6 +65,14 @@ const START_REPORT_WAIT: Duration = Duration::from_secs(1);
 /// leftover that stops its reaper would otherwise hold the call's answer for ever.
 const END_REPORT_WAIT: Duration = Duration::from_secs(1);
 
+/// At the end, once no call runs: the spares' sandboxes stopped, and the protected paths'
+/// placeholders removed when no other process still needs them
+/// ([`crate::sandbox_line::protected::leave`]).
+pub fn sandboxes_done() {
+    spares::stop_all();
+    crate::sandbox_line::protected::leave();
+}
+
 /// A finished call.
 #[derive(Debug)]
 pub struct CallOutcome {

@@ -12,9 +12,9 @@ use crate::mcp::progress::ProgressSink;
 use crate::mcp::protocol::{self, Era, RpcError};
 use crate::mcp::writer::Writer;
 use crate::serve::in_flight::{CallRefused, Calls, InFlight};
+use crate::tool_call::answer::ToolAnswer;
+use crate::tool_call::context::{ToolContext, Toolbox};
 use crate::tools::Tool;
-use crate::tools::answer::ToolAnswer;
-use crate::tools::context::{ToolContext, Toolbox};
 
 /// A `tools/call` request, read.
 pub struct ToolCall {

@@ -59,7 +59,7 @@ pub fn serve(config: crate::config::Config, sandbox_check: bool) -> anyhow::Resu
         crate::project::Projects::from_roots(config, making)
     }
     .context("setting up the project")?;
-    let server = server::Server::new(crate::tools::context::Toolbox::new(projects), writer);
+    let server = server::Server::new(crate::tool_call::context::Toolbox::new(projects), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())
@@ -67,7 +67,7 @@ pub fn serve(config: crate::config::Config, sandbox_check: bool) -> anyhow::Resu
             if let Some(signal) = signals.forever().next() {
                 tracing::info!(signal, "shutting down on a signal");
                 on_signal.shutdown();
-                crate::sandboxes_done();
+                crate::call::sandboxes_done();
                 std::process::exit(0);
             }
         })

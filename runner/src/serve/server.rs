@@ -15,7 +15,7 @@ use crate::project::Before;
 use crate::serve::dispatch::{ToolCall, dispatch};
 use crate::serve::in_flight::{CallRefused, Calls};
 use crate::sync::lock;
-use crate::tools::context::Toolbox;
+use crate::tool_call::context::Toolbox;
 use crate::tools::{self, Tool};
 
 /// How long shutdown waits for the calls it killed to be reaped.

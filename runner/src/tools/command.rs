@@ -10,8 +10,9 @@ use crate::call::{self, CallError, CallSpec, Ended, NotRun};
 use crate::call::{render, workdir};
 use crate::config::Config;
 use crate::program;
-use crate::tools::answer::ToolAnswer;
-use crate::tools::context::ToolContext;
+use crate::tool_call::answer::ToolAnswer;
+use crate::tool_call::args;
+use crate::tool_call::context::ToolContext;
 
 /// Runs a `command` call on the calling thread; `None` when it was cancelled.
 pub fn run(ctx: &mut ToolContext<'_>, arguments: &mut Map<String, Value>) -> Option<ToolAnswer> {
@@ -72,8 +73,8 @@ pub fn prepare(
     budget: &Arc<InputBudget>,
     arguments: &mut Map<String, Value>,
 ) -> Result<CallSpec, String> {
-    let input = super::take_input(arguments)?;
-    let args = super::command_args(arguments)?;
+    let input = args::take_input(arguments)?;
+    let args = args::command_args(arguments)?;
     let program = program::resolve(&args.program, &config.programs, &config.programs_path)
         .map_err(|e| e.to_string())?;
     let cwd = workdir::open(&config.files, &args.dir).map_err(|e| e.to_string())?;

@@ -6,8 +6,8 @@ use crate::background;
 use crate::call::spares::RefillHold;
 use crate::call::unreaped;
 use crate::config::Config;
-use crate::tools::answer::{Reply, ToolAnswer};
-use crate::tools::context::ToolContext;
+use crate::tool_call::answer::{Reply, ToolAnswer};
+use crate::tool_call::context::ToolContext;
 
 /// A tool of this server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
