@@ -65,7 +65,7 @@ pub fn notice_orphan(background: &Background, record: &mut Record) -> bool {
     );
     if orphaned && sweep_due() {
         tracing::info!(id = %record.id, "a task's run whose supervisor is gone; sweeping");
-        super::sweeps::start_sweep(background);
+        super::sweep_thread::start_sweep(background);
     }
     if let Ok(Some(kept)) = lnk_common::record_store::kept_end(&state, &record.id) {
         record.status = kept.status;
@@ -102,7 +102,7 @@ fn sweep_and_wait(
         runs = orphans.len(),
         "runs whose supervisor is gone; sweeping"
     );
-    super::sweeps::start_sweep(background);
+    super::sweep_thread::start_sweep(background);
     let start = Instant::now();
     let mut waiting = orphans;
     while !waiting.is_empty() && start.elapsed() < SWEEP_WAIT {

@@ -14,23 +14,23 @@
 //! programs' reach. A host's file in the files folder (project scope) is written only where the
 //! sandbox holds it read-only (the line holds `{protected}`, and the file is one of the
 //! protected paths), approves no server up front, and is reached without following links
-//! ([`write::InFiles`]).
+//! ([`file_write::InFiles`]).
 //!
-//! Its parts: [`line`] makes serve's command line (with [`caches`], this machine's caches); [`hosts`] knows each host's files and
+//! Its parts: [`serve_args`] makes serve's command line (with [`caches`], this machine's caches); [`hosts`] knows each host's files and
 //! settings; [`render`] writes the entries; [`json_edit`] and [`codex_toml`] merge them into
-//! what is there; [`write`] replaces a file safely.
+//! what is there; [`file_write`] replaces a file safely.
 
 mod caches;
 mod codex_toml;
+mod file_write;
 mod hosts;
 mod json_edit;
-mod line;
 mod machine;
 mod never;
 mod recommended;
 mod render;
+mod serve_args;
 mod toolchains;
-mod write;
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -44,7 +44,7 @@ pub use recommended::report as check_recommended;
 /// Runs `config`: exit 0 when the entry was printed or written, else one line on stderr and
 /// [`crate::exit_code::REFUSED`], with nothing written.
 pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
-    let home = line::home()?;
+    let home = serve_args::home()?;
     let made = recommended::make(&request.serve_args, &home, &request.reads, request.force)?;
     let (line, config, skipped) = (made.line, made.config, made.skipped);
     // The flags as made above, then the sandbox as serve will run it: its program resolved to
@@ -158,12 +158,12 @@ pub fn run(request: &ConfigRequest) -> Result<ExitCode, String> {
         let texts = merged(&plan, request.force, &home, &config.files)?;
         for (file, text) in plan.files.iter().zip(texts) {
             let written = match file.path.strip_prefix(&config.files) {
-                Ok(rel) => write::InFiles {
+                Ok(rel) => file_write::InFiles {
                     files: &config.files,
                     rel,
                 }
                 .replace(&text)?,
-                Err(_) => write::replace(&file.path, &text)?,
+                Err(_) => file_write::replace(&file.path, &text)?,
             };
             out.push_str(&format!("wrote {} ({})", written.path.display(), file.what));
             match written.backup {
@@ -250,8 +250,8 @@ fn merged(
     let mut texts = Vec::new();
     for file in &plan.files {
         let before = match file.path.strip_prefix(files) {
-            Ok(rel) => write::InFiles { files, rel }.read()?,
-            Err(_) => write::read(&file.path)?,
+            Ok(rel) => file_write::InFiles { files, rel }.read()?,
+            Err(_) => file_write::read(&file.path)?,
         }
         .unwrap_or_default();
         let after = apply(file, &before, force).map_err(|err| match err {

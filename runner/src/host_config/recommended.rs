@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::line::{self, ServeLine};
 use super::machine::{self, Asked, MachinePart};
+use super::serve_args::{self, ServeLine};
 use crate::config::Config;
 
 /// serve's line made from the person's `serve_args`, checked: the configuration, whether
@@ -31,7 +31,7 @@ pub fn make(
     reads: &[PathBuf],
     force: bool,
 ) -> Result<Made, String> {
-    let mut line = line::serve_line(serve_args, home)?;
+    let mut line = serve_args::serve_line(serve_args, home)?;
     let check = |argv: &[OsString]| {
         crate::cli::check_serve_line(argv)
             .map_err(|refusal| format!("serve would refuse these arguments: {refusal}"))
@@ -55,7 +55,7 @@ pub fn make(
     }
     let reads = reads
         .iter()
-        .map(|read| line::expanded(read, home))
+        .map(|read| serve_args::expanded(read, home))
         .collect::<Result<Vec<_>, _>>()?;
     let env: BTreeMap<String, OsString> = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
@@ -82,7 +82,7 @@ pub fn make(
 /// and what is shown come first, one `note` line each, and what was left out as `warn` lines.
 pub fn report(serve_args: &[OsString]) -> Result<std::process::ExitCode, String> {
     use std::io::Write as _;
-    let home = line::home()?;
+    let home = serve_args::home()?;
     let made = make(serve_args, &home, &[], false)?;
     let mut out = String::new();
     if let Some(part) = &made.machine {

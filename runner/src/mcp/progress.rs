@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::mcp::protocol::Era;
-use crate::mcp::writer::Writer;
+use crate::mcp::stdout::Writer;
 
 /// Where a call's progress goes: `notifications/progress` with the call's token.
 pub struct ProgressSink {

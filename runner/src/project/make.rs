@@ -5,7 +5,7 @@ use std::path::Path;
 
 use lnk_common::layout::StateDir;
 
-use super::root::{Forbidden, check_folder};
+use super::client_root::{Forbidden, check_folder};
 use crate::check::Warmth;
 use crate::config::Config;
 

@@ -14,7 +14,7 @@
 //!   was started in, where hosts start a stdio server.
 //!
 //! The folder chosen — the first root alone; further roots are neither bound nor used — is
-//! checked ([`root::check_folder`]), its state folder made under the one given
+//! checked ([`client_root::check_folder`]), its state folder made under the one given
 //! ([`lnk_common::projects`]), the sandbox checked against it, and warm spares started for it,
 //! before any call runs there ([`make`]). A folder refused on the way is not left for
 //! another: every call answers `isError` with why and what to do, and serve keeps serving.
@@ -24,8 +24,8 @@
 //! further roots); another first root is refused until serve restarts: every later call
 //! answers `isError` saying so, so nothing runs in a folder the client has left.
 
+pub mod client_root;
 mod make;
-pub mod root;
 mod stand_in;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -42,7 +42,7 @@ pub use stand_in::stand_in;
 use crate::call::CallControl;
 use crate::config::Config;
 use crate::mcp::protocol::{self, Era};
-use crate::mcp::writer::Writer;
+use crate::mcp::stdout::Writer;
 use crate::sync::lock;
 
 /// How long calls wait for the client's answer to `roots/list` before they are refused.
@@ -194,7 +194,9 @@ impl Projects {
     pub fn response(self: &Arc<Self>, id: &Value, outcome: Result<&Value, &Value>) {
         let mut state = lock(&self.state);
         let given = || match outcome {
-            Ok(result) => root::first_root(result).map(|uri| uri.map_or(Given::None, Given::Root)),
+            Ok(result) => {
+                client_root::first_root(result).map(|uri| uri.map_or(Given::None, Given::Root))
+            }
             Err(error) => {
                 tracing::info!(
                     error = %protocol::cut_short(&error.to_string()),
@@ -237,7 +239,7 @@ impl Projects {
                      server asked for"
                 ));
             };
-            let given = match root::first_root(answer) {
+            let given = match client_root::first_root(answer) {
                 Ok(uri) => uri.map_or(Given::None, Given::Root),
                 Err(why) => return Before::Malformed(why),
             };
@@ -329,7 +331,7 @@ impl Projects {
     /// thread of its own, so that serve reads on meanwhile.
     fn choose(self: &Arc<Self>, state: &mut State, given: Result<Given, String>) {
         let folder = given.and_then(|given| match given {
-            Given::Root(uri) => Ok((root::uri_path(&uri)?, "the client's first root")),
+            Given::Root(uri) => Ok((client_root::uri_path(&uri)?, "the client's first root")),
             Given::None => self
                 .started_in()
                 .map(|dir| (dir, "the folder serve was started in")),
@@ -337,7 +339,7 @@ impl Projects {
         let (folder, what) = match folder {
             Ok(found) => found,
             Err(why) => {
-                self.refuse(state, format!("{why}; {}", root::WHAT_TO_DO));
+                self.refuse(state, format!("{why}; {}", client_root::WHAT_TO_DO));
                 return;
             }
         };
@@ -381,7 +383,7 @@ impl Projects {
     /// serve restarts.
     fn compare(&self, state: &mut State, given: Result<Given, String>) {
         let now = match given {
-            Ok(Given::Root(uri)) => root::uri_path(&uri).map_err(|_| uri),
+            Ok(Given::Root(uri)) => client_root::uri_path(&uri).map_err(|_| uri),
             Ok(Given::None) => self.started_in().map_err(|_| "no roots".to_owned()),
             Err(why) => {
                 tracing::warn!("{why}; the project stays as it is");

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::root::{Forbidden, check_folder};
+use super::client_root::{Forbidden, check_folder};
 use crate::config::{Config, FilesFrom};
 
 /// A project for the sandbox check, and the temporary folder made for it (removed when this

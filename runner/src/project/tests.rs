@@ -93,7 +93,7 @@ fn a_refused_first_root_refuses_every_call_saying_why() {
         let control = CallControl::new().unwrap();
         let err = projects.wait(&control).unwrap_err();
         assert!(
-            err.contains(why) && err.ends_with(root::WHAT_TO_DO),
+            err.contains(why) && err.ends_with(client_root::WHAT_TO_DO),
             "{err}"
         );
         // And the next call, asked nothing more, is refused the same way.

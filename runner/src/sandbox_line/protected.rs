@@ -5,7 +5,7 @@
 //! settings, and the others of [`names`].
 //!
 //! The word becomes bubblewrap's binds, found for each sandbox ([`scan`]; in `serve`, the last
-//! search kept while the folders it looked in show no change, [`cache`]): each
+//! search kept while the folders it looked in show no change, [`kept_search`]): each
 //! protected path bound over itself read-only, each folder above a nested repository and each
 //! repository's git folder bound over itself writable (so that none can be renamed and another
 //! put in its place), and for each missing name a placeholder made first. Every bind names a
@@ -13,12 +13,12 @@
 //! ([`super::pass`]), never a path bubblewrap would resolve again. The placeholders are removed
 //! when the last process making sandboxes for the folder ends ([`lifetime`]).
 
-mod cache;
+mod folder_watches;
+mod kept_search;
 mod lifetime;
 mod mounts;
 pub mod names;
 mod scan;
-mod watches;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use lnk_common::record::FileId;
 
-pub use cache::keep_across_sandboxes;
+pub use kept_search::keep_across_sandboxes;
 pub use lifetime::{leave, run_started};
 pub use scan::Hold;
 
@@ -46,10 +46,10 @@ pub struct Protection {
 
 /// The binds for the files folder `files` (canonical), their descriptors numbered from
 /// `first_fd`: found now (or, in `serve`, as last found when nothing changed since:
-/// [`cache`]), the placeholders made.
+/// [`kept_search`]), the placeholders made.
 pub fn expand(files: &Path, first_fd: i32) -> Result<Protection, String> {
     lifetime::hold(files)?;
-    let found = cache::found(files)?;
+    let found = kept_search::found(files)?;
     let mut protection = Protection {
         words: Vec::new(),
         fds: Vec::new(),

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::mcp::progress::ProgressSink;
 use crate::mcp::protocol::{self, Era, RpcError};
-use crate::mcp::writer::Writer;
+use crate::mcp::stdout::Writer;
 use crate::serve::in_flight::{CallRefused, Calls, InFlight};
 use crate::tool_call::answer::ToolAnswer;
 use crate::tool_call::context::{ToolContext, Toolbox};

@@ -1,11 +1,11 @@
 //! The session: `serve` reads requests from stdin and answers the protocol's own methods
-//! ([`server`]), runs each tool call on a thread of its own ([`dispatch`], on one of
+//! ([`session`]), runs each tool call on a thread of its own ([`dispatch`], on one of
 //! [`threads`]), registered in flight ([`in_flight`]: ids, cancellation, the limit), and shuts
 //! down in order on stdin's end or a signal.
 
 pub mod dispatch;
 pub mod in_flight;
-mod server;
+mod session;
 mod threads;
 
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub fn serve(config: crate::config::Config, sandbox_check: bool) -> anyhow::Resu
     let mut signals =
         Signals::new([SIGTERM, SIGINT]).context("setting up SIGTERM and SIGINT handling")?;
     let (writer, _writer_thread) =
-        crate::mcp::writer::Writer::start().context("starting the stdout writer")?;
+        crate::mcp::stdout::Writer::start().context("starting the stdout writer")?;
     if let Some(background) = &config.background {
         let state = lnk_common::layout::StateDir::new(&background.given_state);
         let empty = state.create().context("creating the state folder")?;
@@ -59,7 +59,7 @@ pub fn serve(config: crate::config::Config, sandbox_check: bool) -> anyhow::Resu
         crate::project::Projects::from_roots(config, making)
     }
     .context("setting up the project")?;
-    let server = server::Server::new(crate::tool_call::context::Toolbox::new(projects), writer);
+    let server = session::Server::new(crate::tool_call::context::Toolbox::new(projects), writer);
     let on_signal = Arc::clone(&server);
     std::thread::Builder::new()
         .name("signals".into())

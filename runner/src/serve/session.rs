@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::config::Config;
 use crate::mcp::lines::{self, Line};
 use crate::mcp::protocol::{self, Era, Incoming, RpcError};
-use crate::mcp::writer::Writer;
+use crate::mcp::stdout::Writer;
 use crate::project::Before;
 use crate::serve::dispatch::{ToolCall, dispatch};
 use crate::serve::in_flight::{CallRefused, Calls};

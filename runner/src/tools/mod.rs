@@ -4,7 +4,7 @@
 
 mod command;
 mod definitions;
-mod tool;
+mod kinds;
 
 pub use definitions::definitions;
-pub use tool::Tool;
+pub use kinds::Tool;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Config, FilesFrom};
 use crate::host_config::never::{NeverList, keyrings};
-use crate::host_config::toolchains::{self, Context, Guard, links::resolve};
+use crate::host_config::toolchains::{self, Context, Guard, symlinks::resolve};
 use settings::Shown;
 
 /// What the machine's part adds.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::secrets::secret_in;
 use crate::host_config::never::NeverList;
-use crate::host_config::toolchains::links::{Link, resolve};
+use crate::host_config::toolchains::symlinks::{Link, resolve};
 
 /// A file or folder shown read-only: bound from `source` (as named; bubblewrap follows a
 /// link) at `dest` (its folder resolved, so that the bind lands where the path leads).

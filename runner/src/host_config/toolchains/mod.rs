@@ -4,19 +4,19 @@
 //! folders to show read-only at their own paths, the links to make again inside, the
 //! toolchain's own variables and settings files, and folders to add to `PATH`.
 //!
-//! [`links`] follows a path link by link; [`scripts`] reads a script's `#!` line; [`roots`]
+//! [`symlinks`] follows a path link by link; [`scripts`] reads a script's `#!` line; [`roots`]
 //! says what to bind for a real file (its install's root) and what never (the home, wide
 //! folders, the never-list); one module per manager: [`rustup`], [`python`] (pyenv),
 //! [`node`] (nvm, fnm, volta), [`asdf`], [`mise`].
 
 mod asdf;
-pub mod links;
 mod mise;
 mod node;
 mod python;
 pub mod roots;
 mod rustup;
 mod scripts;
+pub mod symlinks;
 #[cfg(test)]
 mod tests;
 
@@ -24,10 +24,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-pub use links::Link;
 pub use roots::Guard;
 pub use rustup::cargo_home;
 use scripts::Interpreter;
+pub use symlinks::Link;
 
 /// Programs followed through at most this many scripts' interpreters.
 const MAX_DEPTH: usize = 8;
@@ -172,7 +172,7 @@ fn follow(
     depth: usize,
     line: &mut Vec<String>,
 ) {
-    let resolved = links::resolve(at);
+    let resolved = symlinks::resolve(at);
     needs.links.extend(resolved.links.iter().cloned());
     let real = resolved.real;
     line.push(if real == at {
@@ -253,7 +253,7 @@ fn apply(
 
 /// Shows `path` (as named) read-only: the links on its way and where it leads.
 fn show(ctx: &Context, needs: &mut Needs, name: &str, path: &Path) {
-    let resolved = links::resolve(path);
+    let resolved = symlinks::resolve(path);
     if !resolved.exists {
         return;
     }

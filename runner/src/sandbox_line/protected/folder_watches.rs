@@ -1,6 +1,6 @@
 //! The folders a search for protected paths looked in, watched (inotify) from before it looked
 //! in each: while none of them has seen a change, the search would find the same again, so
-//! `serve` takes what it found for the next sandbox instead of searching again ([`super::cache`]).
+//! `serve` takes what it found for the next sandbox instead of searching again ([`super::kept_search`]).
 //!
 //! Each folder is watched through the very handle the search opened (`/proc/self/fd/<n>`,
 //! never its path again), before anything in it is looked up, for what can change what a

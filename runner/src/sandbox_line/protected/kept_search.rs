@@ -5,7 +5,7 @@
 //! process that makes one sandbox searches once.
 //!
 //! A search is kept only when every folder it looked in is watched from before it looked
-//! ([`super::watches`]) and it followed no path by its text (a `gitdir:` file, a `commondir`,
+//! ([`super::folder_watches`]) and it followed no path by its text (a `gitdir:` file, a `commondir`,
 //! a `core.hooksPath` or an include, a hook that is a symbolic link: where those lead may
 //! change in folders no watch covers). A folder whose folders could not all be watched is not
 //! watched again: each sandbox searches it afresh, as before. Before a kept search is used, its watches are read: any
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::folder_watches::Watches;
 use super::scan::{self, Bound};
-use super::watches::Watches;
 use crate::sync::lock;
 
 /// Whether searches are kept (in `serve`).

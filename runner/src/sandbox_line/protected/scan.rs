@@ -24,10 +24,10 @@ use lnk_common::record::FileId;
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use super::folder_watches::Watches;
 use super::names::{
     GIT, GIT_PARTS, GITHUB, HOME_FILES, NESTED_LEVELS, NOT_SEARCHED, Placeholder, TOP, WORKFLOWS,
 };
-use super::watches::Watches;
 
 /// How many folders the search for nested repositories may open before it gives up. It does
 /// not stop early and protect less: a program could otherwise hide a repository behind enough
@@ -79,7 +79,7 @@ pub struct Found {
     /// The placeholders it made.
     pub made: Vec<Made>,
     /// Whether it followed no path by its text ([`Search::followed`]): with every folder it
-    /// looked in watched, what it found may be kept until one changes ([`super::cache`]).
+    /// looked in watched, what it found may be kept until one changes ([`super::kept_search`]).
     pub keepable: bool,
 }
 
@@ -91,7 +91,7 @@ pub fn user_names_hooks() -> bool {
 
 /// Finds what to protect in the files folder `files` (canonical), making the placeholders;
 /// with `watches`, each folder it looks in is watched before it looks
-/// ([`super::watches`]).
+/// ([`super::folder_watches`]).
 pub fn scan(files: &Path, watches: Option<&Watches>) -> Result<Found, String> {
     let root = open_dir(rustix::fs::CWD, files)
         .map_err(|e| format!("cannot open the files folder {}: {e}", files.display()))?;
@@ -389,8 +389,8 @@ fn identity(fd: BorrowedFd<'_>) -> Result<FileId, String> {
         .map_err(|e| format!("cannot look at a protected path: {e}"))
 }
 
+mod config_named;
 mod git_config;
-mod named;
 mod nested;
 mod repository;
 mod user_config;

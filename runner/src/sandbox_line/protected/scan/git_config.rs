@@ -1,6 +1,6 @@
 //! Git's configuration files as Link Run reads them: the paths a configuration's text names
 //! (`core.hooksPath`, `include.path`, `includeIf.<condition>.path`) and `~` expanded as git
-//! expands it. Read both for a repository's own configuration ([`super::named`]) and for the
+//! expands it. Read both for a repository's own configuration ([`super::config_named`]) and for the
 //! user's ([`super::user_config`]).
 
 use std::ffi::OsString;
