@@ -14,9 +14,10 @@
 //! A process that forks and then execs by itself (a sandbox's process that makes cache layers
 //! first, the warm stub) gives its program the same with [`reset_signals`].
 //!
-//! [`in_child`] is the other way to start a program, for a `std::process::Command`: what its
-//! child does between fork and exec (its folder, cache layers, a session, descriptors at fixed
-//! numbers, a parent-death signal), each step a system call on values made before the fork.
+//! [`InChild`] and [`place_in_child`] are the other way to start a program, for a
+//! `std::process::Command`: what its child does between fork and exec (its folder, cache
+//! layers, a session, descriptors at fixed numbers, a parent-death signal), each step a system
+//! call on values made before the fork.
 
 use std::ffi::{CStr, CString};
 use std::io;
