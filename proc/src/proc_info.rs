@@ -17,6 +17,8 @@ pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The field of `/proc/<pid>/stat` that holds `starttime` (1-based, as `proc(5)` counts).
 const STARTTIME_FIELD: usize = 22;
+/// The field of `/proc/<pid>/stat` that holds `num_threads`.
+const THREADS_FIELD: usize = 20;
 /// The first field after the `(comm)` field is field 3 (`state`).
 const FIRST_FIELD_AFTER_COMM: usize = 3;
 
@@ -127,15 +129,46 @@ impl Stat {
     }
 }
 
-/// Every pid in `/proc` (processes, not threads), in no particular order.
+/// The pids in `/proc` (processes, not threads), in no particular order, read as the walk goes
+/// (a caller may stop early): the one walk of `/proc` every caller makes. An error when `/proc`
+/// cannot be read at all; an entry that cannot be read is skipped.
+pub fn pids() -> std::io::Result<impl Iterator<Item = i32>> {
+    let entries = fs::read_dir("/proc")?;
+    Ok(entries.filter_map(|entry| pid_of(&entry.ok()?.file_name())))
+}
+
+/// The pid a `/proc` entry's name is, if it is one (all digits, and a pid's range).
+fn pid_of(name: &std::ffi::OsStr) -> Option<i32> {
+    let name = name.to_str()?;
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok().filter(|pid| *pid > 0)
+}
+
+/// Every pid in `/proc` (processes, not threads), in no particular order; none when `/proc`
+/// cannot be read.
 pub fn all_pids() -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .collect()
+    pids().map(Iterator::collect).unwrap_or_default()
+}
+
+/// How many threads this process has (`/proc/self/stat` field 20); `None` when that cannot be
+/// read, or is another process's (a `/proc` of another PID namespace).
+pub fn threads_of_this_process() -> Option<u64> {
+    let stat = fs::read("/proc/self/stat").ok()?;
+    let pid: i32 = std::str::from_utf8(stat.split(|b| *b == b' ').next()?)
+        .ok()?
+        .parse()
+        .ok()?;
+    if pid != rustix::process::getpid().as_raw_nonzero().get() {
+        return None;
+    }
+    let after = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&stat[after + 1..]).ok()?;
+    rest.split_ascii_whitespace()
+        .nth(THREADS_FIELD - FIRST_FIELD_AFTER_COMM)?
+        .parse()
+        .ok()
 }
 
 /// What is at a recorded pid now.
@@ -174,17 +207,10 @@ pub fn group_has_running_members(pgid: ProcessId) -> bool {
     if rustix::process::test_kill_process_group(group).is_err() {
         return false;
     }
-    let Ok(entries) = fs::read_dir("/proc") else {
+    let Ok(mut pids) = pids() else {
         return true;
     };
-    entries.flatten().any(|entry| {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            return false;
-        };
+    pids.any(|pid| {
         fs::read(format!("/proc/{pid}/stat"))
             .ok()
             .and_then(|stat| running_in_group(&stat, pgid.get()))
@@ -319,6 +345,24 @@ mod tests {
         // A session led from outside this pid namespace reads as 0 (as in a container), which
         // nix returns as it is where rustix's getsid refuses it.
         assert_eq!(me.session, nix::unistd::getsid(None).unwrap().as_raw());
+    }
+
+    #[test]
+    fn the_walk_finds_this_process_and_its_threads_are_counted() {
+        let me = ProcessId::this().unwrap().get();
+        assert!(pids().unwrap().any(|pid| pid == me));
+        assert!(all_pids().contains(&me));
+        assert_eq!(pid_of(std::ffi::OsStr::new("self")), None);
+        assert_eq!(pid_of(std::ffi::OsStr::new("+12")), None);
+        assert_eq!(pid_of(std::ffi::OsStr::new("0")), None);
+        assert_eq!(pid_of(std::ffi::OsStr::new("12")), Some(12));
+        // This test's thread and the harness's main thread at least (others' tests may run
+        // beside it), and one more made here.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        assert!(threads_of_this_process().unwrap() >= 3);
+        drop(tx);
+        let _ = other.join().unwrap();
     }
 
     #[test]

@@ -247,7 +247,8 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
             rustix::stdio::dup2_stdin(&null)?;
         }
     }
-    default_signals()?;
+    // Every signal at its default, none blocked, as a cold sandbox gives its program.
+    crate::spawn::reset_signals()?;
     let c =
         |arg: &OsString| CString::new(arg.as_bytes()).map_err(|_| io::Error::from(Errno::INVAL));
     let (set, words) = assignments::split(&spec.argv).unwrap_or((Vec::new(), &spec.argv));
@@ -280,21 +281,6 @@ fn prepare(spec: &StubSpec) -> io::Result<Prepared> {
         })
         .collect::<io::Result<_>>()?;
     Ok((path, argv, env))
-}
-
-/// Every signal at its default, none blocked, as a cold sandbox gives its program.
-#[allow(unsafe_code)]
-fn default_signals() -> io::Result<()> {
-    use nix::sys::signal::{SigHandler, SigSet, Signal};
-    for signal in Signal::iterator() {
-        if matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
-            continue;
-        }
-        // SAFETY: setting a default disposition installs no handler; the stub has one thread.
-        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }?;
-    }
-    SigSet::empty().thread_set_mask()?;
-    Ok(())
 }
 
 fn exec(path: &CString, argv: &[CString], env: &[CString]) -> io::Error {

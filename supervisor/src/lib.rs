@@ -3,7 +3,6 @@
 //! the agent's conversation when they end (`tell`, signed with `keyring`), and cleans up
 //! after crashes.
 
-mod detach;
 mod gate;
 mod keyring;
 mod output;
@@ -105,7 +104,7 @@ pub fn main() -> ExitCode {
     if let Command::Supervise { detached: true, .. } | Command::Sweep { detached: true, .. } =
         cli.command
     {
-        detach::fork_away();
+        lnk_proc::detached::fork_away();
     }
     let result = match cli.command {
         Command::Supervise {

@@ -340,22 +340,16 @@ fn kill_lock_holders(path: &Path) -> usize {
         return 0;
     };
     let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(pids) = lnk_proc::proc_info::pids() else {
         return 0;
     };
     let mut killed = 0;
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for pid in pids {
         if pid as u32 == me {
             continue;
         }
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+        let process = std::path::PathBuf::from(format!("/proc/{pid}"));
+        let Ok(fds) = std::fs::read_dir(process.join("fd")) else {
             continue;
         };
         // A descriptor of the file whose `fdinfo` lists a lock holds it; one without is a
@@ -364,7 +358,7 @@ fn kill_lock_holders(path: &Path) -> usize {
             let on_lock = std::fs::metadata(fd.path())
                 .is_ok_and(|m| m.dev() == lock.dev() && m.ino() == lock.ino());
             on_lock
-                && std::fs::read_to_string(entry.path().join("fdinfo").join(fd.file_name()))
+                && std::fs::read_to_string(process.join("fdinfo").join(fd.file_name()))
                     .map_or(true, |info| info.lines().any(|l| l.starts_with("lock:")))
         });
         if holds && let Some(pid) = rustix::process::Pid::from_raw(pid) {

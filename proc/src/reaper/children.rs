@@ -38,15 +38,7 @@ pub fn children() -> io::Result<Vec<Pid>> {
 fn children_by_scan() -> io::Result<Vec<Pid>> {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for pid in crate::proc_info::pids()? {
         let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
             continue;
         };

@@ -67,35 +67,21 @@ pub(super) enum Spawn {
 
 /// Starts the sandbox: the leader of a new process group, with an empty signal mask, every
 /// signal at its default disposition and an empty environment, in this process's folder and
-/// stdio. Through `posix_spawn` (a `vfork`: no copy of this process's memory, which a VM makes
-/// dear), which returns once the exec happened or failed.
-///
-/// Not through the standard library's spawn: it hands the child the caller's signal mask, and
-/// this process blocks SIGHUP, SIGINT, SIGTERM and SIGCHLD to hear them on its signal fd. A
-/// program that inherited those blocked would never see a graceful stop, and an event loop
-/// waiting for SIGCHLD (Node's, for one) would never see its children end.
+/// stdio ([`crate::spawn`], whose module says why not through the standard library's spawn).
+/// Returns once the exec happened or failed.
 pub(super) fn spawn_sandbox(program: &(CString, Vec<CString>)) -> Result<Sandbox, Spawn> {
-    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
-    use nix::sys::signal::SigSet;
     let (path, argv) = program;
-    let env: [CString; 0] = [];
-    let setup = |err: nix::errno::Errno| Spawn::Setup(io::Error::from(err));
-    let mut attr = PosixSpawnAttr::init().map_err(setup)?;
-    attr.set_sigmask(&SigSet::empty()).map_err(setup)?;
-    attr.set_sigdefault(&SigSet::all()).map_err(setup)?;
-    attr.set_pgroup(nix::unistd::Pid::from_raw(0))
-        .map_err(setup)?;
-    attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
-            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
-            | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
-    )
-    .map_err(setup)?;
-    let actions = PosixSpawnFileActions::init().map_err(setup)?;
-    let child = posix_spawn(path.as_c_str(), &actions, &attr, argv, &env)
-        .map_err(|errno| Spawn::Exec(errno as i32))?;
-    let pid = Pid::from_raw(child.as_raw())
-        .ok_or_else(|| Spawn::Setup(io::Error::other("posix_spawn gave no pid")))?;
+    let pid = crate::spawn::spawn(&crate::spawn::Program {
+        path,
+        argv,
+        env: &[],
+        leader: crate::spawn::Leader::Group,
+        place: &[],
+    })
+    .map_err(|failed| match failed {
+        crate::spawn::Failed::Spawn(errno) => Spawn::Exec(errno.raw_os_error()),
+        crate::spawn::Failed::Setup(err) => Spawn::Setup(err),
+    })?;
     // The reaper reaps the sandbox itself, last.
     Ok(Sandbox {
         pid,
@@ -240,21 +226,13 @@ fn child_exec(
     env: &[CString],
     before: BeforeExec<'_>,
 ) -> Result<std::convert::Infallible, ChildFailed> {
-    use nix::sys::signal::{SigHandler, SigSet, Signal as NixSignal};
     let errno = |err: nix::errno::Errno| ChildFailed::Errno(err as i32);
     nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))
         .map_err(errno)?;
-    // Every signal at its default, as posix_spawn gives them: the standard library ignores
-    // SIGPIPE, and an ignored signal stays ignored across exec. (SIGKILL and SIGSTOP refuse,
-    // and are at their default anyway.)
-    for signal in NixSignal::iterator() {
-        if matches!(signal, NixSignal::SIGKILL | NixSignal::SIGSTOP) {
-            continue;
-        }
-        // SAFETY: setting a default disposition installs no handler.
-        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }.map_err(errno)?;
-    }
-    SigSet::empty().thread_set_mask().map_err(errno)?;
+    // Every signal at its default and none blocked, as posix_spawn gives them (this child is
+    // the copy of a one-threaded reaper).
+    crate::spawn::reset_signals()
+        .map_err(|err| ChildFailed::Errno(err.raw_os_error().unwrap_or(libc::EINVAL)))?;
     for &(from, to) in before.dups {
         // SAFETY: `from` is a descriptor the caller keeps open until the fork returned, so it is
         // open in the child, and it is only borrowed here, never closed.

@@ -5,8 +5,8 @@
 //! ([`block_in_child`]), so that a stop asked for before the reaper has set anything up (its
 //! parent's death included) waits for it as a pending signal instead of being lost or killing
 //! it half-way. The sandbox gets an empty mask and every signal at its default again:
-//! `run::spawn_sandbox` asks posix_spawn for both (the standard library's spawn would hand it
-//! this process's mask).
+//! `sandbox_start::spawn_sandbox` asks [`crate::spawn`] for both (the standard library's spawn
+//! would hand it this process's mask).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};

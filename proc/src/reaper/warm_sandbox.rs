@@ -4,7 +4,7 @@
 use std::ffi::{CString, OsString};
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::time::Instant;
 
@@ -149,8 +149,6 @@ pub(super) fn after_prefix<'a>(
 /// starts, with this executable at fd 3 and the stub's channel at fd 4, and with `layers` over
 /// the cache folders if any (then forked, to make them before the exec).
 pub(super) fn spawn(prefix: &[OsString], layers: Option<&Layers>) -> io::Result<Waiting> {
-    use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
-    use nix::sys::signal::SigSet;
     let Some(program) = prefix.first().filter(|p| p.as_bytes().starts_with(b"/")) else {
         return Err(io::Error::other("the sandbox is not an absolute path"));
     };
@@ -196,23 +194,17 @@ pub(super) fn spawn(prefix: &[OsString], layers: Option<&Layers>) -> io::Result<
             Err(Spawn::Setup(err)) => return Err(err),
         }
     } else {
-        let env: [CString; 0] = [];
-        let mut attr = PosixSpawnAttr::init()?;
-        attr.set_sigmask(&SigSet::empty())?;
-        attr.set_sigdefault(&SigSet::all())?;
-        attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
-        attr.set_flags(
-            PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
-                | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
-                | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
-        )?;
-        let mut actions = PosixSpawnFileActions::init()?;
-        // dup2 leaves the copies open across the exec; the sources are close-on-exec.
-        for (from, to) in dups {
-            actions.add_dup2(from, to)?;
-        }
-        let child = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &env)?;
-        let pid = Pid::from_raw(child.as_raw()).ok_or_else(|| io::Error::other("no pid"))?;
+        let place = [
+            (exe.as_fd(), STUB_EXE_FD),
+            (theirs.as_fd(), STUB_CHANNEL_FD),
+        ];
+        let pid = crate::spawn::spawn(&crate::spawn::Program {
+            path: &path,
+            argv: &argv,
+            env: &[],
+            leader: crate::spawn::Leader::Group,
+            place: &place,
+        })?;
         (pid, None)
     };
     drop((exe, theirs));

@@ -84,9 +84,9 @@ pub fn start(
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
     let net = net.map(|fd| fd.try_clone_to_owned()).transpose()?;
     launch::prepare_call(&mut command, Some(cwd), &write, net.as_ref());
-    let staged = passed.pass_to(&mut command)?;
+    passed.pass_to(&mut command)?;
     let child = command.spawn()?;
-    drop((write, net, staged));
+    drop((write, net));
     let reports = match Reports::new(read) {
         Ok(reports) => reports,
         Err(err) => {

@@ -9,8 +9,7 @@
 //! in can still run it; it needs a `/proc` inside and the libraries the binary links to.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -18,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
-use rustix::process::{Pid, Signal, getpid, getppid, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process_group};
 
 use lnk_proc::reaper::layers::Layers;
 
@@ -73,12 +72,24 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
         caches if caches.is_empty() => None,
         caches => Some(Layers::new(&caches)?),
     };
-    in_folder_with_exe(&mut command, workdir.handle.as_fd(), &exe, layers);
+    // In the files folder, as the leader of a session (and so a process group) of its own
+    // without a controlling terminal, as a call's sandbox starts, with `exe` open across the
+    // exec (so `/proc/self/fd/<n>` is this executable inside), with the cache layers a call's
+    // sandbox gets, and `SIGKILL` on the death of this thread.
+    lnk_proc::spawn::InChild {
+        folder: Some(workdir.handle),
+        layers,
+        new_session: true,
+        keep_open: vec![exe],
+        parent_death: Some(Signal::KILL),
+    }
+    .arrange(&mut command);
     // After the executable's descriptor is kept: the passed ones go above it.
-    let staged = line.passed.pass_to(&mut command)?;
+    line.passed.pass_to(&mut command)?;
     let started = Instant::now();
     let mut child = command.spawn()?;
-    drop(staged);
+    // The descriptors the child was given copies of.
+    drop(command);
     let group = Pid::from_child(&child);
     let (readers, done_rx) = exchange(
         "sandbox probe",
@@ -197,47 +208,4 @@ fn read_all(pipe: impl Read) -> Vec<u8> {
     let mut pipe = pipe.take(MAX_OUTPUT);
     let _ = pipe.read_to_end(&mut bytes);
     bytes
-}
-
-/// Starts the child in the folder `cwd` is a handle on, as the leader of a session (and so a
-/// process group) of its own without a controlling terminal, as a call's sandbox starts, with
-/// `exe` open across the exec (so `/proc/self/fd/<n>` is this executable inside), with the
-/// cache `layers` a call's sandbox gets, and `SIGKILL` on the death of this thread.
-#[allow(unsafe_code)]
-fn in_folder_with_exe(
-    command: &mut Command,
-    cwd: BorrowedFd<'_>,
-    exe: &OwnedFd,
-    layers: Option<Layers>,
-) {
-    let parent = getpid();
-    let cwd = cwd.as_raw_fd();
-    let exe = exe.as_raw_fd();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe work is allowed. It makes system calls only (fchdir, the layers'
-    // unshare, writes and mounts on strings made before the fork, setsid, fcntl, prctl and
-    // getppid) and builds an `io::Error` from a raw errno, which does not allocate; it takes no
-    // lock and touches no memory shared with other threads. `cwd` and `exe` are descriptors
-    // the caller keeps open until the spawn returns, so they are open in the child.
-    unsafe {
-        command.pre_exec(move || {
-            // The folder first: entering a mount namespace carries it over, where a folder
-            // entered after would be one of the namespace left behind.
-            rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
-            if let Some(layers) = &layers {
-                layers
-                    .enter()
-                    .map_err(|failure| std::io::Error::from(failure.errno))?;
-            }
-            rustix::process::setsid()?;
-            rustix::io::fcntl_setfd(BorrowedFd::borrow_raw(exe), rustix::io::FdFlags::empty())?;
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            if getppid() != Some(parent) {
-                return Err(std::io::Error::from_raw_os_error(
-                    rustix::io::Errno::SRCH.raw_os_error(),
-                ));
-            }
-            Ok(())
-        });
-    }
 }

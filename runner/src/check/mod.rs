@@ -33,17 +33,17 @@ use crate::exit_code;
 use verdict::{CheckOutcome, Finding};
 
 /// Puts a fresh random marker into this process's environment, for the probe to look for.
-/// Must be called before any thread starts (it is, first thing in `main`).
-#[allow(unsafe_code)]
+/// Must be called before any thread starts (it is, first thing in `main`): with another thread
+/// there, nothing is set, and the check's probe finds no marker to report.
 pub fn hold_marker() {
     let Some(marker) = random_hex() else {
         return;
     };
-    // SAFETY: `set_var` is unsound only when another thread reads or writes the environment at
-    // the same time. This runs in `main` before any thread is started (clap and the flag
-    // checks start none), so no other thread exists yet.
-    unsafe {
-        std::env::set_var(plan::MARKER_VARIABLE, format!("lnk-marker-{marker}"));
+    let value = format!("lnk-marker-{marker}");
+    if let Err(err) =
+        lnk_proc::single_thread::set_env(plan::MARKER_VARIABLE.as_ref(), value.as_ref())
+    {
+        tracing::warn!("the check's marker is not set: {err}");
     }
 }
 

@@ -157,15 +157,11 @@ fn find_marker(marker: &str) -> (Vec<String>, usize) {
     if std::env::vars_os().any(|(_, value)| value.as_bytes() == marker.as_bytes()) {
         found.push("its own environment".to_owned());
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(pids) = lnk_proc::proc_info::pids() else {
         return (found, read);
     };
-    let pids = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
-        .take(MAX_PROCESSES);
-    for entry in pids {
-        let path = entry.path().join("environ");
+    for pid in pids.take(MAX_PROCESSES) {
+        let path = PathBuf::from(format!("/proc/{pid}/environ"));
         let Some(environ) = read_bounded(&path, MAX_ENVIRON) else {
             continue;
         };

@@ -6,8 +6,7 @@
 //! bubblewrap closes each once it has bound it, so the program never holds one.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::process::Command;
 
 /// The number the first passed descriptor gets; the next ones follow it. Above the few a
@@ -21,13 +20,6 @@ pub const MAX_PASSED: usize = 400;
 #[derive(Debug, Default)]
 pub struct Passed {
     fds: Vec<OwnedFd>,
-}
-
-/// Copies of the descriptors, placed above every number they go to, kept open until the child
-/// is started.
-#[derive(Debug)]
-pub struct Staged {
-    sources: Vec<OwnedFd>,
 }
 
 impl Passed {
@@ -46,66 +38,19 @@ impl Passed {
         self.fds.extend(more.fds);
     }
 
-    /// Copies of the descriptors, each at a number above all those they go to, so that putting
-    /// one in place never closes another before it is placed.
-    pub fn stage(&self) -> io::Result<Staged> {
-        let above = FIRST_FD + RawFd::try_from(self.fds.len()).unwrap_or(RawFd::MAX / 2);
-        let sources = self
-            .fds
-            .iter()
-            .map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, above).map_err(io::Error::from))
-            .collect::<io::Result<Vec<OwnedFd>>>()?;
-        Ok(Staged { sources })
+    /// Each descriptor with the number it goes to.
+    pub fn place(&self) -> Vec<(BorrowedFd<'_>, RawFd)> {
+        (FIRST_FD..)
+            .zip(&self.fds)
+            .map(|(target, fd)| (fd.as_fd(), target))
+            .collect()
     }
 
-    /// Arranges `command` to start holding these at their numbers: after the closures given
-    /// before this one (a reaper's fd 3 and 4 placed first). Keep the [`Staged`] it returns
-    /// until `spawn` returns.
-    #[allow(unsafe_code)]
-    pub fn pass_to(&self, command: &mut Command) -> io::Result<Staged> {
-        let staged = self.stage()?;
-        if staged.sources.is_empty() {
-            return Ok(staged);
-        }
-        let raw: Vec<RawFd> = staged.sources.iter().map(AsRawFd::as_raw_fd).collect();
-        // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe work is allowed: it makes `dup2` calls only, on numbers copied in
-        // before the fork (the vector is allocated before it, and only read), and builds
-        // `io::Error`s from raw errnos, which does not allocate. The sources are descriptors
-        // `staged` keeps open until the spawn returns, so they are open in the child; each is
-        // above every target, so no `dup2` closes a source still to be placed.
-        unsafe {
-            command.pre_exec(move || {
-                for (i, source) in raw.iter().enumerate() {
-                    let target = FIRST_FD + RawFd::try_from(i).unwrap_or(0);
-                    if libc::dup2(*source, target) < 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        Ok(staged)
-    }
-}
-
-impl Staged {
-    /// Adds, to a `posix_spawn`'s file actions, putting each at its number (after the actions
-    /// added before). Keep `self` until the spawn returns.
-    pub fn add_to(&self, actions: &mut nix::spawn::PosixSpawnFileActions) -> io::Result<()> {
-        for (i, source) in self.sources.iter().enumerate() {
-            let target = FIRST_FD + RawFd::try_from(i).map_err(io::Error::other)?;
-            actions
-                .add_dup2(source.as_raw_fd(), target)
-                .map_err(io::Error::from)?;
-        }
-        Ok(())
-    }
-
-    /// The copies' numbers, for a test.
-    #[cfg(test)]
-    pub fn sources(&self) -> Vec<RawFd> {
-        self.sources.iter().map(AsRawFd::as_raw_fd).collect()
+    /// Arranges `command` to start holding these at their numbers: after the steps arranged
+    /// before this one (a reaper's fd 3 and 4 placed first). The copies this makes stay open as
+    /// long as `command` lives.
+    pub fn pass_to(&self, command: &mut Command) -> io::Result<()> {
+        lnk_proc::spawn::place_in_child(command, &self.place())
     }
 }
 
@@ -133,10 +78,8 @@ mod tests {
                  test -e /proc/self/fd/103 && echo more",
             ])
             .stdout(Stdio::piped());
-        let staged = passed.pass_to(&mut command).unwrap();
-        assert!(staged.sources().iter().all(|fd| *fd >= FIRST_FD + 3));
+        passed.pass_to(&mut command).unwrap();
         let out = command.output().unwrap();
-        drop(staged);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "abc");
     }
 }

@@ -78,9 +78,9 @@ impl Spare {
         // An empty environment, a session of its own, its signals blocked, SIGTERM at the death
         // of this thread (which lives as long as serve): as every call's reaper.
         launch::prepare_spare(&mut command, &write, &theirs);
-        let staged = line.passed.pass_to(&mut command)?;
+        line.passed.pass_to(&mut command)?;
         let mut child = command.spawn()?;
-        drop((write, theirs, staged));
+        drop((write, theirs));
         match Reports::new(read) {
             Ok(reports) => Ok(Spare {
                 child,

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 #[cfg(test)]
 use std::path::Path;
 use std::path::PathBuf;
@@ -22,16 +22,12 @@ pub fn in_use(paths: &HashSet<PathBuf>) -> HashSet<PathBuf> {
         return found;
     }
     let mut namespaces = HashSet::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(pids) = lnk_proc::proc_info::pids() else {
         // Nothing can be proven unused.
         return paths.clone();
     };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        if !name.as_bytes().iter().all(u8::is_ascii_digit) {
-            continue;
-        }
-        let pid = entry.path();
+    for pid in pids {
+        let pid = PathBuf::from(format!("/proc/{pid}"));
         // The namespace's identity; a process whose namespace cannot be named is read anyway.
         if let Ok(ns) = std::fs::read_link(pid.join("ns/mnt"))
             && !namespaces.insert(ns)
