@@ -57,7 +57,6 @@ pub mod signals;
 pub mod spare;
 pub mod warm;
 mod warm_sandbox;
-pub mod warm_wire;
 
 pub use options::Options;
 pub use report::{Event, Reports};
@@ -68,6 +67,7 @@ use std::time::Duration;
 /// The largest spec a spare reads. A call whose spec is larger starts a reaper of its own, as
 /// before spares, so that the kernel's own limit on a command line stays the one that counts.
 pub const MAX_SPEC: usize = 8 << 20;
+const _: () = assert!(MAX_SPEC == crate::stub::wire::MAX_STUB_SPEC);
 
 /// The byte a supervisor writes on a gate's stdin to open it.
 pub const OPEN: u8 = b'g';

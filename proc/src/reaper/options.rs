@@ -41,7 +41,7 @@ pub struct Options {
     pub hold_exec: Option<PathBuf>,
     /// For a spare with a warm sandbox ([`super::warm`]): where the call runs, as the stub
     /// inside finds it. `None`: the call starts cold.
-    pub warm: Option<super::warm_wire::Place>,
+    pub warm: Option<crate::stub::wire::Place>,
     /// The warm sandbox or nothing: a stub that fails is reported as the reaper's failure
     /// instead of starting the call cold (the sandbox check's warm probe).
     pub warm_only: bool,
@@ -206,7 +206,7 @@ mod tests {
             options.hold_exec = Some("/tmp/c".into());
             assert_eq!(Options::parse(options.to_args()).unwrap(), options);
         }
-        options.warm = Some(crate::reaper::warm_wire::Place {
+        options.warm = Some(crate::stub::wire::Place {
             files: "/w/files".into(),
             dir: "a/b".into(),
             id: (3, 7),

@@ -6,7 +6,7 @@
 //! sandbox (the leader of a group of its own, an empty environment and signal mask, every
 //! signal at its default), with its own executable at fd 3 and one end of a socket pair at
 //! fd 4. The stub, the runner's own code, closes fd 3 first thing, says it is ready, and waits
-//! for the call ([`super::warm_wire`]). The spare reports `ready` to `serve` only once the stub
+//! for the call ([`crate::stub::wire`]). The spare reports `ready` to `serve` only once the stub
 //! has, so a call hands its spec to a sandbox that already runs.
 //!
 //! When the call comes, and its command line is this prefix, `--`, then the program (a cold
@@ -51,7 +51,7 @@ use rustix::io::Errno;
 use rustix::net::RecvFlags;
 use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
 
-pub use super::warm_wire::{
+pub use crate::stub::wire::{
     FAILED, FOLDER_REFUSED, Place, READY, STUB, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
 };
 

@@ -15,7 +15,7 @@
 //! A warm spare's sandbox shows the files folder it was started with. Its device and inode are
 //! taken when the spare starts and compared with the folder's when the call arrives: a spare
 //! of a folder replaced since is thrown away, never used (and the stub checks the same inside,
-//! against the identity at the call's arrival, [`lnk_proc::reaper::warm_wire::Place`]). A
+//! against the identity at the call's arrival, [`lnk_proc::stub::wire::Place`]). A
 //! spare whose sandbox protects other paths than the call's line now does (a protected path
 //! made, removed or replaced since) is thrown away too.
 //!
