@@ -17,9 +17,8 @@ use std::process::Command;
 use rustix::io::FdFlags;
 use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal, setsid};
 
-use super::report::REPORT_FD;
+use super::fds::{CONTROL_FD, NET_FD, REPORT_FD};
 use super::signals;
-use super::spare::CONTROL_FD;
 
 /// Arranges `command` (its program, arguments and stdio already given) to start as a reaper:
 /// an empty environment; in the folder `cwd` is a handle on (`fchdir`, no path resolved again),
@@ -33,13 +32,6 @@ use super::spare::CONTROL_FD;
 pub fn prepare(command: &mut Command, cwd: Option<BorrowedFd<'_>>, report: &OwnedFd) {
     prepare_with(command, cwd, report, None, None);
 }
-
-/// The descriptor on which a gate gets its run's stdin (`--run-stdin`): a spare's control
-/// socket's place, since a gate is never a spare.
-pub const RUN_STDIN_FD: i32 = CONTROL_FD;
-/// The descriptor on which a reaper started for its call, or a gate, gets the sandbox's end of
-/// the proxy's channel (`--net`; a spare gets it with its call instead).
-pub const NET_FD: i32 = 5;
 
 /// Arranges `command` to start as a call's reaper, as [`prepare`], with `net` (the sandbox's
 /// end of the call's proxy channel, from [`crate::net::channel::pair`], at fd 6 or above) as

@@ -43,6 +43,8 @@
 //! the reaper's session, the supervisor what is reparented to it; see the README.)
 
 pub mod children;
+mod fds;
+mod hand_off;
 pub mod hold;
 pub mod launch;
 pub mod layers;
@@ -58,9 +60,11 @@ pub mod spare;
 pub mod warm;
 mod warm_sandbox;
 
+pub use fds::PASSED_FDS_FROM;
 pub use options::Options;
 pub use report::{Event, Reports};
-pub use run::{COLD, PASSED_FDS_FROM, main, passed_fds, run, run_spare};
+pub use run::{main, passed_fds, run, run_spare};
+pub use spare::COLD;
 
 use std::time::Duration;
 

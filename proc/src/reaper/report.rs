@@ -23,8 +23,7 @@ use rustix::io::Errno;
 
 use lnk_common::status::Exit;
 
-/// The reaper's descriptor for its reports.
-pub const REPORT_FD: i32 = 3;
+pub use super::fds::REPORT_FD;
 
 /// One event a reaper reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

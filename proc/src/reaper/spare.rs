@@ -38,14 +38,19 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
+use super::fds::REPORT_FD;
 use super::options::Options;
-use super::report::REPORT_FD;
 use super::signals::BlockedSignals;
 
 /// The reaper's argument that makes it a spare.
 pub const SPARE: &str = "--spare";
-/// A spare's descriptor for its control socket.
-pub const CONTROL_FD: i32 = 4;
+pub use super::fds::CONTROL_FD;
+/// The spare's argument that gives it a warm sandbox: `reap --spare --warm <sandbox>…`
+/// ([`super::warm`]).
+pub const WARM: &str = "--warm";
+/// The spare's argument that tells it, without a warm sandbox, the prefix its call's sandbox
+/// will run: `reap --spare --cold <sandbox>…` ([`super::run::passed_fds`]).
+pub const COLD: &str = "--cold";
 pub use super::MAX_SPEC;
 
 /// The sandbox a spare is told of ([`parse_args`]).
@@ -70,12 +75,12 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<SparePrefix
                 .next()
                 .ok_or_else(|| format!("{} needs a value", super::options::CACHE))?;
             caches.push(PathBuf::from(folder));
-        } else if word == super::warm::WARM || word == super::run::COLD {
+        } else if word == WARM || word == COLD {
             let prefix: Vec<OsString> = words.cloned().collect();
             if prefix.is_empty() {
                 return Err(format!("{} needs a sandbox", word.to_string_lossy()));
             }
-            let prefix = if word == super::warm::WARM {
+            let prefix = if word == WARM {
                 SparePrefix::Warm(prefix)
             } else {
                 SparePrefix::Cold(prefix)

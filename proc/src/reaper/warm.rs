@@ -56,6 +56,8 @@ pub use crate::stub::wire::{
 };
 
 use super::children;
+pub use super::hand_off::HAND_OFF_LIMIT;
+use super::hand_off::NotTaken;
 use super::layers::Layers;
 use super::options::Options;
 use super::report::{Event, Reporter};
@@ -63,16 +65,10 @@ use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
 use super::warm_sandbox::{Waiting, after_prefix, spawn};
 
-/// The spare's argument that gives it a warm sandbox: `reap --spare --warm <sandbox>…`.
-pub const WARM: &str = "--warm";
+pub use super::spare::WARM;
 /// How many warm sandboxes in a row may end before their stub is ready before the spare gives
 /// up on them and waits as an ordinary spare.
 pub const TRIES: u32 = 2;
-/// How long a stub may take from the call's spec to its `exec` (a matter of a millisecond)
-/// before it is killed and the call is answered as not run. Under the wait `serve` gives a
-/// reaper to report its sandbox's start (a second past the call's deadline), so that a call of
-/// any timeout hears it.
-pub const HAND_OFF_LIMIT: Duration = Duration::from_millis(500);
 /// How long a sandbox started for its call may take until its stub is ready ([`cold_stub`]):
 /// as long as a cold start may take (a sandbox slow to start is the machine's, not a fault).
 pub const STUB_READY_LIMIT: Duration = Duration::from_secs(30);
@@ -105,29 +101,6 @@ pub enum Handed {
     /// A stop came while the sandbox started for the call was getting ready: it was killed,
     /// and nothing ran.
     Stopped,
-}
-
-/// Why a stub did not take the call it was handed.
-#[derive(Debug)]
-pub(super) enum NotTaken {
-    /// It said so: it could not run the call (a cold start may).
-    Failed(io::Error),
-    /// It refused the working folder ([`Event::FolderRefused`]), or said nothing within
-    /// [`HAND_OFF_LIMIT`] ([`Event::StubStuck`]).
-    NotRun(Event),
-}
-
-impl NotTaken {
-    /// What a call that asked for the warm sandbox alone is told.
-    pub(super) fn into_error(self) -> io::Error {
-        match self {
-            NotTaken::Failed(err) => err,
-            NotTaken::NotRun(Event::FolderRefused(errno)) => io::Error::from_raw_os_error(errno),
-            NotTaken::NotRun(_) => io::Error::other(format!(
-                "the stub did not take the call within {HAND_OFF_LIMIT:?}"
-            )),
-        }
-    }
 }
 
 impl Warm {
