@@ -17,13 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use lnk_proc::net::AllowList;
-use lnk_proc::reaper::Event;
+use lnk_proc::reaper::{Event, REAPER_STUCK, Reaper};
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 
 use crate::call_pipes::Running;
 use crate::capture::HeadTail;
 use crate::net::CallProxy;
-use crate::reaper::Reaper;
 use crate::spawn;
 
 /// How a sandbox process ended: `Code(n)` or `Signal(n)`, as the reaper saw it.
@@ -36,7 +35,6 @@ pub use lnk_proc::reaper::LEFTOVER_GRACE;
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often a call that asked for progress hears of it.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-use crate::reaper::REAPER_STUCK;
 /// How long past the deadline a timeout waits for the reaper to report that the sandbox
 /// started (it does within a millisecond) before it stops the call anyway: a program that
 /// SIGSTOPs its reaper before the report would otherwise hold the call past its timeout.

@@ -43,13 +43,13 @@ use lnk_common::safe_open::FilesDir;
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use lnk_proc::proc_info;
-use lnk_proc::reaper::children;
+use lnk_proc::reaper::{Reaper, children};
 use lnk_proc::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use rustix::pipe::{PipeFlags, pipe_with};
 
-use crate::gate::{Gate, OPEN};
+use crate::gate::OPEN;
 use crate::output::OutputFile;
 use crate::tell;
 use quit::Quit;
@@ -167,7 +167,7 @@ fn supervise(
         Some((proxy, sandbox_end)) => (Some(proxy), Some(sandbox_end)),
         None => (None, None),
     };
-    let mut gate = Gate::start(
+    let mut gate = crate::gate::start(
         record,
         &cwd,
         gate_read,
@@ -262,7 +262,7 @@ fn supervise(
 
 /// Reaps the gate (it has ended, or ends now that it was asked or its pipe closed), then kills
 /// whatever was reparented here: the processes of a gate that was killed.
-fn end_gate(gate: &mut Gate) {
+fn end_gate(gate: &mut Reaper) {
     match gate.child.wait() {
         Ok(status) if !status.success() => {
             tracing::info!(%status, "the gate ended so");
@@ -290,7 +290,7 @@ fn end_gate(gate: &mut Gate) {
 fn record_group(
     state: &StateDir,
     record: &mut Record,
-    gate: &Gate,
+    gate: &Reaper,
     output_pipe: Option<FileId>,
 ) -> Result<()> {
     let pid = gate.pid().ok_or_else(|| anyhow!("the gate has no pid"))?;

@@ -45,6 +45,7 @@
 pub mod children;
 mod fds;
 mod hand_off;
+mod handle;
 pub mod hold;
 pub mod launch;
 pub mod layers;
@@ -61,6 +62,8 @@ pub mod warm;
 mod warm_sandbox;
 
 pub use fds::PASSED_FDS_FROM;
+pub use handle::{REAPER_STUCK, Reaper};
+pub use launch::{Launch, LaunchFailed, LaunchStep};
 pub use options::Options;
 pub use report::{Event, Reports};
 pub use run::{main, passed_fds, run, run_spare};

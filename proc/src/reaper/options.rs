@@ -31,7 +31,7 @@ pub struct Options {
     /// for the calls that have input).
     pub null_stdin: bool,
     /// With `wait_open`: once opened, the run's stdin is fd 4 (a pipe or a terminal its
-    /// supervisor handed over, [`super::launch::prepare_gate`]) rather than `/dev/null`.
+    /// supervisor handed over, [`super::Launch::run_stdin`]) rather than `/dev/null`.
     pub run_stdin: bool,
     /// Test hook: hold before forking the sandbox (see [`super::hold`]). Always `None` in a
     /// build without the `test-hooks` feature.
@@ -49,7 +49,7 @@ pub struct Options {
     /// between the sandbox process's fork and its exec.
     pub caches: Vec<PathBuf>,
     /// The call has a proxy (`--net-allow`, [`crate::net`]): the sandbox's end of its channel
-    /// is the reaper's fd [`super::launch::NET_FD`], or came with a spare's spec, and goes to
+    /// is the reaper's fd 5 ([`super::Launch::net`]), or came with a spare's spec, and goes to
     /// the stub with the call.
     pub net: bool,
     /// The sandbox runs the stub whichever way it starts (a call with a proxy): the first this

@@ -93,6 +93,26 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<SparePrefix
     Ok((caches, None))
 }
 
+/// A spare's arguments after the reaper's subcommand, which [`parse_args`] reads back:
+/// [`SPARE`], the cache folders its warm sandbox gets a layer over (`--cache <folder>`), and
+/// the sandbox it is told of.
+pub fn args(caches: &[PathBuf], prefix: Option<&SparePrefix>) -> Vec<OsString> {
+    let mut args = vec![OsString::from(SPARE)];
+    for cache in caches {
+        args.extend([super::options::CACHE.into(), cache.clone().into_os_string()]);
+    }
+    match prefix {
+        Some(SparePrefix::Warm(words)) => {
+            args.extend(std::iter::once(WARM.into()).chain(words.iter().cloned()))
+        }
+        Some(SparePrefix::Cold(words)) => {
+            args.extend(std::iter::once(COLD.into()).chain(words.iter().cloned()))
+        }
+        None => {}
+    }
+    args
+}
+
 /// A new control socket pair: `serve`'s end and the spare's (at descriptor 5 or above, so
 /// that placing it at [`CONTROL_FD`] in the child never clobbers stdio or the report pipe).
 pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -338,6 +358,32 @@ mod tests {
         assert!(parse_args(&words(&["--warm"])).is_err());
         assert!(parse_args(&words(&["--cold"])).is_err());
         assert!(parse_args(&words(&["--what"])).is_err());
+    }
+
+    #[test]
+    fn a_spare_reads_back_the_arguments_it_was_given() {
+        let words = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+        let caches = [PathBuf::from("/a"), PathBuf::from("/b")];
+        for (caches, prefix) in [
+            (
+                &caches[..],
+                Some(SparePrefix::Warm(words(&["bwrap", "--x"]))),
+            ),
+            (
+                &[][..],
+                Some(SparePrefix::Cold(words(&[
+                    "bwrap",
+                    "--ro-bind-fd",
+                    "100",
+                    "/g",
+                ]))),
+            ),
+            (&[][..], None),
+        ] {
+            let args = args(caches, prefix.as_ref());
+            assert_eq!(args[0], SPARE);
+            assert_eq!(parse_args(&args[1..]), Ok((caches.to_vec(), prefix)));
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! bubblewrap closes each once it has bound it, so the program never holds one.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -39,6 +39,11 @@ impl Passed {
     /// How many.
     pub fn len(&self) -> usize {
         self.fds.len()
+    }
+
+    /// The descriptors, in order (the first to go to [`FIRST_FD`]).
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.fds.iter().map(AsFd::as_fd)
     }
 
     /// Adds `more` after these.

@@ -33,9 +33,8 @@ use std::thread;
 use std::time::Duration;
 
 use lnk_proc::reaper::warm::Place;
-use lnk_proc::reaper::{Options, spare as wire};
+use lnk_proc::reaper::{Options, Reaper, spare as wire};
 
-use crate::reaper::Reaper;
 use crate::sandbox_line::Protected;
 use crate::sandbox_line::pass::Passed;
 use pool::Pool;
