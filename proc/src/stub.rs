@@ -55,7 +55,7 @@ use wire::{FAILED, FOLDER_REFUSED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_E
 pub use wire::STUB;
 
 mod assignments;
-pub mod wire;
+pub(crate) mod wire;
 
 /// Runs the stub; returns only when it did not `exec`.
 pub fn main() -> ExitCode {

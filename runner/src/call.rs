@@ -112,7 +112,7 @@ pub enum NotRun {
     #[error(
         "the sandbox started ahead of the call did not confirm the program's start within {:?} \
          (a program stopped it, or the machine is starved), and was killed",
-        lnk_proc::reaper::warm::HAND_OFF_LIMIT
+        lnk_proc::reaper::HAND_OFF_LIMIT
     )]
     StubStuck,
 }

@@ -43,7 +43,7 @@ use lnk_common::safe_open::FilesDir;
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use lnk_proc::proc_info;
-use lnk_proc::reaper::{Reaper, children};
+use lnk_proc::reaper::{self, Reaper};
 use lnk_proc::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
@@ -71,7 +71,7 @@ pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
     let lock =
         LockGuard::adopt_stdin(&state, &id).context("taking over the run's lock from stdin")?;
     let quit = Quit::new().context("setting up SIGTERM, SIGINT and SIGHUP")?;
-    children::become_subreaper().context("becoming a child subreaper")?;
+    reaper::become_subreaper().context("becoming a child subreaper")?;
     let mut record = Record::load(&state, &id)?;
     if !record.status.is_running() {
         tracing::info!(%id, "the run has ended already; nothing to supervise");
@@ -270,7 +270,7 @@ fn end_gate(gate: &mut Reaper) {
         Ok(_) => {}
         Err(err) => tracing::warn!(%err, "waiting for the gate"),
     }
-    match children::kill_all_children() {
+    match reaper::kill_all_children() {
         Ok(0) => {}
         Ok(killed) => {
             tracing::warn!(

@@ -46,7 +46,7 @@ pub enum Event {
     /// after the call arrived. Nothing ran.
     FolderRefused(i32),
     /// The stub of the call's warm sandbox did not confirm the program's start within
-    /// [`super::warm::HAND_OFF_LIMIT`]; it was killed (most likely before it ran anything).
+    /// [`super::HAND_OFF_LIMIT`]; it was killed (most likely before it ran anything).
     StubStuck,
 }
 

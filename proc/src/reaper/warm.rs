@@ -22,7 +22,7 @@
 //! - the stub refused the working folder on its way in (a link, not a folder, or gone): the
 //!   folder changed after the call arrived and was checked, and a cold start would enter it by
 //!   path again, where a sandbox may fall back to another folder (bubblewrap goes to `/`);
-//! - the stub did not take the call within [`HAND_OFF_LIMIT`] (it was stopped by a program of
+//! - the stub did not take the call within [`super::HAND_OFF_LIMIT`] (it was stopped by a program of
 //!   an earlier call, which only a sandbox without a PID namespace allows, or starved): it is
 //!   killed and the call is not started again. Once the spec is sent a cold start could run
 //!   the program twice, should the stub have been just about to `exec` it. (A program that can
@@ -51,12 +51,9 @@ use rustix::io::Errno;
 use rustix::net::RecvFlags;
 use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
 
-pub use crate::stub::wire::{
-    FAILED, FOLDER_REFUSED, Place, READY, STUB, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
-};
+use crate::stub::wire::{READY, StubSpec};
 
 use super::children;
-pub use super::hand_off::HAND_OFF_LIMIT;
 use super::hand_off::NotTaken;
 use super::layers::Layers;
 use super::options::Options;
@@ -65,7 +62,6 @@ use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
 use super::warm_sandbox::{Waiting, after_prefix, spawn};
 
-pub use super::spare::WARM;
 /// How many warm sandboxes in a row may end before their stub is ready before the spare gives
 /// up on them and waits as an ordinary spare.
 pub const TRIES: u32 = 2;

@@ -16,7 +16,7 @@ use lnk_common::ProcessId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::{Record, SandboxGroup};
 use lnk_common::status::Exit;
-use lnk_proc::poll::poll_until;
+use lnk_proc::poll_until;
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{Event, RUN_STOP_GRACE, Reaper};
 use lnk_proc::wake::WakeListener;
