@@ -1,6 +1,6 @@
 //! Link Run's process machinery, which both binaries use and neither reads of the other: the
 //! reaper that contains a call or a run ([`reaper`]), what `/proc` says of the machine and its
-//! processes ([`proc_info`]), signal masks and signalfd ([`reaper::signals`]), waking a
+//! processes ([`proc_info`]), signal masks and signalfd ([`reaper::BlockedSignals`]), waking a
 //! run's supervisor to a stop request ([`wake`]), signalling a run's programs
 //! ([`run_signal`]), the proxy that is a sandbox's one way to the network (`--net-allow`,
 //! [`net`]), descriptors a parent hands down, taken over after a check ([`inherited`]),
@@ -18,7 +18,7 @@ pub mod detached;
 mod fill;
 pub mod inherited;
 pub mod net;
-pub mod poll;
+mod poll;
 pub mod proc_info;
 pub mod reaper;
 pub mod run_signal;
@@ -26,3 +26,5 @@ pub mod single_thread;
 pub mod spawn;
 pub mod stub;
 pub mod wake;
+
+pub use poll::poll_until;

@@ -50,13 +50,12 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 
-use crate::reaper::warm_wire::{
-    FAILED, FOLDER_REFUSED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
-};
+use wire::{FAILED, FOLDER_REFUSED, MAX_STUB_SPEC, READY, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec};
 
-pub use crate::reaper::warm_wire::STUB;
+pub use wire::STUB;
 
 mod assignments;
+pub(crate) mod wire;
 
 /// Runs the stub; returns only when it did not `exec`.
 pub fn main() -> ExitCode {

@@ -52,7 +52,7 @@ use lnk_common::record::{FileId, Group, Record};
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use lnk_proc::proc_info::{self, Liveness, Stat};
-use lnk_proc::reaper::proven;
+use lnk_proc::reaper::kill_proven;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open, pidfd_send_signal};
 
@@ -171,7 +171,7 @@ pub fn kill_run(record: &Record) -> Reclaimed {
             .as_ref()
             .is_some_and(|pidfd| !has_ended(pidfd))
     };
-    let killed = proven::kill_proven(|pid, stat| {
+    let killed = kill_proven(|pid, stat| {
         let in_session = stat.session == session;
         pid != leader
             && after_gate(stat)

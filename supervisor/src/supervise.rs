@@ -43,13 +43,13 @@ use lnk_common::safe_open::FilesDir;
 use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use lnk_proc::proc_info;
-use lnk_proc::reaper::children;
+use lnk_proc::reaper::{self, Reaper};
 use lnk_proc::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use rustix::pipe::{PipeFlags, pipe_with};
 
-use crate::gate::{Gate, OPEN};
+use crate::gate::OPEN;
 use crate::output::OutputFile;
 use crate::tell;
 use quit::Quit;
@@ -71,7 +71,7 @@ pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
     let lock =
         LockGuard::adopt_stdin(&state, &id).context("taking over the run's lock from stdin")?;
     let quit = Quit::new().context("setting up SIGTERM, SIGINT and SIGHUP")?;
-    children::become_subreaper().context("becoming a child subreaper")?;
+    reaper::become_subreaper().context("becoming a child subreaper")?;
     let mut record = Record::load(&state, &id)?;
     if !record.status.is_running() {
         tracing::info!(%id, "the run has ended already; nothing to supervise");
@@ -167,7 +167,7 @@ fn supervise(
         Some((proxy, sandbox_end)) => (Some(proxy), Some(sandbox_end)),
         None => (None, None),
     };
-    let mut gate = Gate::start(
+    let mut gate = crate::gate::start(
         record,
         &cwd,
         gate_read,
@@ -262,7 +262,7 @@ fn supervise(
 
 /// Reaps the gate (it has ended, or ends now that it was asked or its pipe closed), then kills
 /// whatever was reparented here: the processes of a gate that was killed.
-fn end_gate(gate: &mut Gate) {
+fn end_gate(gate: &mut Reaper) {
     match gate.child.wait() {
         Ok(status) if !status.success() => {
             tracing::info!(%status, "the gate ended so");
@@ -270,7 +270,7 @@ fn end_gate(gate: &mut Gate) {
         Ok(_) => {}
         Err(err) => tracing::warn!(%err, "waiting for the gate"),
     }
-    match children::kill_all_children() {
+    match reaper::kill_all_children() {
         Ok(0) => {}
         Ok(killed) => {
             tracing::warn!(
@@ -290,7 +290,7 @@ fn end_gate(gate: &mut Gate) {
 fn record_group(
     state: &StateDir,
     record: &mut Record,
-    gate: &Gate,
+    gate: &Reaper,
     output_pipe: Option<FileId>,
 ) -> Result<()> {
     let pid = gate.pid().ok_or_else(|| anyhow!("the gate has no pid"))?;

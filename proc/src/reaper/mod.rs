@@ -42,32 +42,43 @@
 //! escapes: its processes are reparented above the reaper. (`serve` then kills what is left in
 //! the reaper's session, the supervisor what is reparented to it; see the README.)
 
-pub mod children;
+pub(crate) mod children;
+pub(crate) mod fds;
+pub(crate) mod hand_off;
+pub(crate) mod handle;
 pub mod hold;
-pub mod launch;
+pub(crate) mod launch;
 pub mod layers;
-pub mod options;
-pub mod proven;
+pub(crate) mod options;
+pub(crate) mod proven;
 mod reaping;
-pub mod report;
+pub(crate) mod report;
 mod run;
 mod run_stdin;
 mod sandbox_start;
-pub mod signals;
+pub(crate) mod signals;
 pub mod spare;
-pub mod warm;
+pub(crate) mod warm;
 mod warm_sandbox;
-pub mod warm_wire;
 
+pub use crate::stub::wire::Place;
+pub use children::{become_subreaper, kill_all_children};
+pub use fds::PASSED_FDS_FROM;
+pub use hand_off::HAND_OFF_LIMIT;
+pub use handle::{REAPER_STUCK, Reaper};
+pub use launch::{Launch, LaunchFailed, LaunchStep};
 pub use options::Options;
+pub use proven::kill_proven;
 pub use report::{Event, Reports};
-pub use run::{COLD, PASSED_FDS_FROM, main, passed_fds, run, run_spare};
+pub use run::{main, passed_fds, run};
+pub use signals::BlockedSignals;
 
 use std::time::Duration;
 
 /// The largest spec a spare reads. A call whose spec is larger starts a reaper of its own, as
 /// before spares, so that the kernel's own limit on a command line stays the one that counts.
 pub const MAX_SPEC: usize = 8 << 20;
+const _: () = assert!(MAX_SPEC == crate::stub::wire::MAX_STUB_SPEC);
 
 /// The byte a supervisor writes on a gate's stdin to open it.
 pub const OPEN: u8 = b'g';

@@ -31,7 +31,7 @@ pub struct Options {
     /// for the calls that have input).
     pub null_stdin: bool,
     /// With `wait_open`: once opened, the run's stdin is fd 4 (a pipe or a terminal its
-    /// supervisor handed over, [`super::launch::prepare_gate`]) rather than `/dev/null`.
+    /// supervisor handed over, [`super::Launch::run_stdin`]) rather than `/dev/null`.
     pub run_stdin: bool,
     /// Test hook: hold before forking the sandbox (see [`super::hold`]). Always `None` in a
     /// build without the `test-hooks` feature.
@@ -41,7 +41,7 @@ pub struct Options {
     pub hold_exec: Option<PathBuf>,
     /// For a spare with a warm sandbox ([`super::warm`]): where the call runs, as the stub
     /// inside finds it. `None`: the call starts cold.
-    pub warm: Option<super::warm_wire::Place>,
+    pub warm: Option<crate::stub::wire::Place>,
     /// The warm sandbox or nothing: a stub that fails is reported as the reaper's failure
     /// instead of starting the call cold (the sandbox check's warm probe).
     pub warm_only: bool,
@@ -49,7 +49,7 @@ pub struct Options {
     /// between the sandbox process's fork and its exec.
     pub caches: Vec<PathBuf>,
     /// The call has a proxy (`--net-allow`, [`crate::net`]): the sandbox's end of its channel
-    /// is the reaper's fd [`super::launch::NET_FD`], or came with a spare's spec, and goes to
+    /// is the reaper's fd 5 ([`super::Launch::net`]), or came with a spare's spec, and goes to
     /// the stub with the call.
     pub net: bool,
     /// The sandbox runs the stub whichever way it starts (a call with a proxy): the first this
@@ -206,7 +206,7 @@ mod tests {
             options.hold_exec = Some("/tmp/c".into());
             assert_eq!(Options::parse(options.to_args()).unwrap(), options);
         }
-        options.warm = Some(crate::reaper::warm_wire::Place {
+        options.warm = Some(crate::stub::wire::Place {
             files: "/w/files".into(),
             dir: "a/b".into(),
             id: (3, 7),

@@ -23,8 +23,7 @@ use rustix::io::Errno;
 
 use lnk_common::status::Exit;
 
-/// The reaper's descriptor for its reports.
-pub const REPORT_FD: i32 = 3;
+pub use super::fds::REPORT_FD;
 
 /// One event a reaper reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +46,7 @@ pub enum Event {
     /// after the call arrived. Nothing ran.
     FolderRefused(i32),
     /// The stub of the call's warm sandbox did not confirm the program's start within
-    /// [`super::warm::HAND_OFF_LIMIT`]; it was killed (most likely before it ran anything).
+    /// [`super::HAND_OFF_LIMIT`]; it was killed (most likely before it ran anything).
     StubStuck,
 }
 

@@ -10,8 +10,8 @@ use rustix::io::Errno;
 use rustix::process::{Signal, set_parent_process_death_signal};
 
 use super::children;
+use super::fds::{NET_FD, PASSED_FDS_FROM};
 use super::hold::ChildHold;
-use super::launch::NET_FD;
 use super::layers::Layers;
 use super::options::Options;
 use super::reaping::Reaping;
@@ -76,10 +76,6 @@ fn failed(report: &Reporter, err: &io::Error) -> ExitCode {
     ExitCode::from(FAILED_EXIT)
 }
 
-/// The spare's argument that tells it, without a warm sandbox, the prefix its call's sandbox
-/// will run: `reap --spare --cold <sandbox>…` ([`passed_fds`]).
-pub const COLD: &str = "--cold";
-
 /// The options of bubblewrap's that bind a descriptor the sandbox program inherits.
 const FD_BINDS: [&str; 2] = ["--bind-fd", "--ro-bind-fd"];
 
@@ -93,10 +89,6 @@ pub fn passed_fds(words: &[OsString]) -> Vec<i32> {
         .filter(|fd| *fd >= PASSED_FDS_FROM)
         .collect()
 }
-
-/// The lowest descriptor a sandbox's words may name for the reaper to keep open across the
-/// sandbox's exec ([`passed_fds`]): above every one a reaper places or opens for itself.
-pub const PASSED_FDS_FROM: i32 = 100;
 
 /// What every reaper does first: its signals read from a signalfd, and child subreaper.
 /// `passed` are the descriptors the sandbox's words name, kept open for it.

@@ -30,12 +30,12 @@ pub fn foreground(sandbox: Pid) {
     let _ = kill_process_group(sandbox, Signal::CONT);
 }
 
-/// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch::prepare_gate`]),
+/// Takes over fd 4, the run's stdin its supervisor handed over ([`super::launch`]),
 /// to be closed once it is the sandbox's stdin: the gate must not hold the run's stdin, or a
 /// program that closes its own would never be seen to.
 pub fn take() -> io::Result<OwnedFd> {
     use crate::inherited::{self, Kind, OnExec};
     // By the launch contract (`--run-stdin`), the run's stdin: a pipe, a terminal or
     // `/dev/null`, put in place as the sandbox's stdin before it is closed.
-    inherited::take(super::launch::RUN_STDIN_FD, Kind::Open, OnExec::Keep)
+    inherited::take(super::fds::RUN_STDIN_FD, Kind::Open, OnExec::Keep)
 }

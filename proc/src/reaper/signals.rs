@@ -32,7 +32,7 @@ fn handled() -> SigSet {
 
 /// Makes the reaper's signals the calling thread's whole mask: they are blocked, and nothing
 /// its parent blocked is (a mask is inherited across `exec`; a supervisor blocks its stop
-/// signal, [`crate::stop::WAKE`], which is none of its gate's business). Async-signal-safe (one
+/// signal, [`crate::wake::WAKE`], which is none of its gate's business). Async-signal-safe (one
 /// `sigprocmask`, on a set built on the stack), for a child between fork and exec.
 pub fn block_in_child() -> io::Result<()> {
     handled().thread_set_mask().map_err(io::Error::from)

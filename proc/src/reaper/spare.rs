@@ -38,14 +38,19 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
+use super::fds::REPORT_FD;
 use super::options::Options;
-use super::report::REPORT_FD;
 use super::signals::BlockedSignals;
 
 /// The reaper's argument that makes it a spare.
 pub const SPARE: &str = "--spare";
-/// A spare's descriptor for its control socket.
-pub const CONTROL_FD: i32 = 4;
+pub use super::fds::CONTROL_FD;
+/// The spare's argument that gives it a warm sandbox: `reap --spare --warm <sandbox>…`
+/// ([`super::warm`]).
+pub const WARM: &str = "--warm";
+/// The spare's argument that tells it, without a warm sandbox, the prefix its call's sandbox
+/// will run: `reap --spare --cold <sandbox>…` ([`super::run::passed_fds`]).
+pub const COLD: &str = "--cold";
 pub use super::MAX_SPEC;
 
 /// The sandbox a spare is told of ([`parse_args`]).
@@ -70,12 +75,12 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<SparePrefix
                 .next()
                 .ok_or_else(|| format!("{} needs a value", super::options::CACHE))?;
             caches.push(PathBuf::from(folder));
-        } else if word == super::warm::WARM || word == super::run::COLD {
+        } else if word == WARM || word == COLD {
             let prefix: Vec<OsString> = words.cloned().collect();
             if prefix.is_empty() {
                 return Err(format!("{} needs a sandbox", word.to_string_lossy()));
             }
-            let prefix = if word == super::warm::WARM {
+            let prefix = if word == WARM {
                 SparePrefix::Warm(prefix)
             } else {
                 SparePrefix::Cold(prefix)
@@ -86,6 +91,26 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<PathBuf>, Option<SparePrefix
         }
     }
     Ok((caches, None))
+}
+
+/// A spare's arguments after the reaper's subcommand, which [`parse_args`] reads back:
+/// [`SPARE`], the cache folders its warm sandbox gets a layer over (`--cache <folder>`), and
+/// the sandbox it is told of.
+pub fn args(caches: &[PathBuf], prefix: Option<&SparePrefix>) -> Vec<OsString> {
+    let mut args = vec![OsString::from(SPARE)];
+    for cache in caches {
+        args.extend([super::options::CACHE.into(), cache.clone().into_os_string()]);
+    }
+    match prefix {
+        Some(SparePrefix::Warm(words)) => {
+            args.extend(std::iter::once(WARM.into()).chain(words.iter().cloned()))
+        }
+        Some(SparePrefix::Cold(words)) => {
+            args.extend(std::iter::once(COLD.into()).chain(words.iter().cloned()))
+        }
+        None => {}
+    }
+    args
 }
 
 /// A new control socket pair: `serve`'s end and the spare's (at descriptor 5 or above, so
@@ -333,6 +358,32 @@ mod tests {
         assert!(parse_args(&words(&["--warm"])).is_err());
         assert!(parse_args(&words(&["--cold"])).is_err());
         assert!(parse_args(&words(&["--what"])).is_err());
+    }
+
+    #[test]
+    fn a_spare_reads_back_the_arguments_it_was_given() {
+        let words = |w: &[&str]| w.iter().map(OsString::from).collect::<Vec<_>>();
+        let caches = [PathBuf::from("/a"), PathBuf::from("/b")];
+        for (caches, prefix) in [
+            (
+                &caches[..],
+                Some(SparePrefix::Warm(words(&["bwrap", "--x"]))),
+            ),
+            (
+                &[][..],
+                Some(SparePrefix::Cold(words(&[
+                    "bwrap",
+                    "--ro-bind-fd",
+                    "100",
+                    "/g",
+                ]))),
+            ),
+            (&[][..], None),
+        ] {
+            let args = args(caches, prefix.as_ref());
+            assert_eq!(args[0], SPARE);
+            assert_eq!(parse_args(&args[1..]), Ok((caches.to_vec(), prefix)));
+        }
     }
 
     #[test]

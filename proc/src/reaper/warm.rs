@@ -6,7 +6,7 @@
 //! sandbox (the leader of a group of its own, an empty environment and signal mask, every
 //! signal at its default), with its own executable at fd 3 and one end of a socket pair at
 //! fd 4. The stub, the runner's own code, closes fd 3 first thing, says it is ready, and waits
-//! for the call ([`super::warm_wire`]). The spare reports `ready` to `serve` only once the stub
+//! for the call ([`crate::stub::wire`]). The spare reports `ready` to `serve` only once the stub
 //! has, so a call hands its spec to a sandbox that already runs.
 //!
 //! When the call comes, and its command line is this prefix, `--`, then the program (a cold
@@ -22,7 +22,7 @@
 //! - the stub refused the working folder on its way in (a link, not a folder, or gone): the
 //!   folder changed after the call arrived and was checked, and a cold start would enter it by
 //!   path again, where a sandbox may fall back to another folder (bubblewrap goes to `/`);
-//! - the stub did not take the call within [`HAND_OFF_LIMIT`] (it was stopped by a program of
+//! - the stub did not take the call within [`super::HAND_OFF_LIMIT`] (it was stopped by a program of
 //!   an earlier call, which only a sandbox without a PID namespace allows, or starved): it is
 //!   killed and the call is not started again. Once the spec is sent a cold start could run
 //!   the program twice, should the stub have been just about to `exec` it. (A program that can
@@ -51,11 +51,10 @@ use rustix::io::Errno;
 use rustix::net::RecvFlags;
 use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
 
-pub use super::warm_wire::{
-    FAILED, FOLDER_REFUSED, Place, READY, STUB, STUB_CHANNEL_FD, STUB_EXE_FD, StubSpec,
-};
+use crate::stub::wire::{READY, StubSpec};
 
 use super::children;
+use super::hand_off::NotTaken;
 use super::layers::Layers;
 use super::options::Options;
 use super::report::{Event, Reporter};
@@ -63,16 +62,9 @@ use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
 use super::warm_sandbox::{Waiting, after_prefix, spawn};
 
-/// The spare's argument that gives it a warm sandbox: `reap --spare --warm <sandbox>…`.
-pub const WARM: &str = "--warm";
 /// How many warm sandboxes in a row may end before their stub is ready before the spare gives
 /// up on them and waits as an ordinary spare.
 pub const TRIES: u32 = 2;
-/// How long a stub may take from the call's spec to its `exec` (a matter of a millisecond)
-/// before it is killed and the call is answered as not run. Under the wait `serve` gives a
-/// reaper to report its sandbox's start (a second past the call's deadline), so that a call of
-/// any timeout hears it.
-pub const HAND_OFF_LIMIT: Duration = Duration::from_millis(500);
 /// How long a sandbox started for its call may take until its stub is ready ([`cold_stub`]):
 /// as long as a cold start may take (a sandbox slow to start is the machine's, not a fault).
 pub const STUB_READY_LIMIT: Duration = Duration::from_secs(30);
@@ -105,29 +97,6 @@ pub enum Handed {
     /// A stop came while the sandbox started for the call was getting ready: it was killed,
     /// and nothing ran.
     Stopped,
-}
-
-/// Why a stub did not take the call it was handed.
-#[derive(Debug)]
-pub(super) enum NotTaken {
-    /// It said so: it could not run the call (a cold start may).
-    Failed(io::Error),
-    /// It refused the working folder ([`Event::FolderRefused`]), or said nothing within
-    /// [`HAND_OFF_LIMIT`] ([`Event::StubStuck`]).
-    NotRun(Event),
-}
-
-impl NotTaken {
-    /// What a call that asked for the warm sandbox alone is told.
-    pub(super) fn into_error(self) -> io::Error {
-        match self {
-            NotTaken::Failed(err) => err,
-            NotTaken::NotRun(Event::FolderRefused(errno)) => io::Error::from_raw_os_error(errno),
-            NotTaken::NotRun(_) => io::Error::other(format!(
-                "the stub did not take the call within {HAND_OFF_LIMIT:?}"
-            )),
-        }
-    }
 }
 
 impl Warm {

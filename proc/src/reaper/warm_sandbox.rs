@@ -16,11 +16,11 @@ use rustix::net::{
 };
 use rustix::process::Pid;
 
+use super::hand_off::{HAND_OFF_LIMIT, NotTaken};
 use super::layers::Layers;
 use super::report::Event;
 use super::sandbox_start::{ABOVE, BeforeExec, Spawn, fork_sandbox};
-use super::warm::{HAND_OFF_LIMIT, NotTaken};
-use super::warm_wire::{FAILED, FOLDER_REFUSED, STUB, STUB_CHANNEL_FD, STUB_EXE_FD};
+use crate::stub::wire::{FAILED, FOLDER_REFUSED, STUB, STUB_CHANNEL_FD, STUB_EXE_FD};
 
 /// A warm sandbox started: its process (the leader of its group), and the reaper's end of the
 /// stub's channel.

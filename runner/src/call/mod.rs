@@ -37,12 +37,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lnk_proc::net::AllowList;
-use lnk_proc::reaper::Event;
+use lnk_proc::reaper::{Event, REAPER_STUCK, Reaper};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::call::capture::HeadTail;
 use crate::call::pipes::Running;
-use crate::call::reaper::Reaper;
 use crate::net::CallProxy;
 
 /// How a sandbox process ended: `Code(n)` or `Signal(n)`, as the reaper saw it.
@@ -55,7 +54,6 @@ pub use lnk_proc::reaper::LEFTOVER_GRACE;
 const FAR_AWAY: Duration = Duration::from_secs(1 << 30);
 /// How often a call that asked for progress hears of it.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-use crate::call::reaper::REAPER_STUCK;
 /// How long past the deadline a timeout waits for the reaper to report that the sandbox
 /// started (it does within a millisecond) before it stops the call anyway: a program that
 /// SIGSTOPs its reaper before the report would otherwise hold the call past its timeout.
@@ -105,7 +103,7 @@ pub enum NotRun {
     #[error(
         "the sandbox started ahead of the call did not confirm the program's start within {:?} \
          (a program stopped it, or the machine is starved), and was killed",
-        lnk_proc::reaper::warm::HAND_OFF_LIMIT
+        lnk_proc::reaper::HAND_OFF_LIMIT
     )]
     StubStuck,
 }

@@ -8,7 +8,7 @@ use std::process::{ChildStderr, ChildStdin, ChildStdout};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::call::capture::HeadTail;
-use crate::call::reaper::Reaper;
+use lnk_proc::reaper::Reaper;
 
 /// Bytes read from a pipe at a time.
 const READ_CHUNK: usize = 128 * 1024;

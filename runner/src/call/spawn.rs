@@ -3,15 +3,13 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use lnk_proc::reaper::hold::{self, Step};
-use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reports, launch, report};
+use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Reaper};
 
-use crate::call::reaper::{REAP, Reaper};
 use crate::net::HandOff;
 use crate::sandbox_line::Protected;
 use crate::sandbox_line::pass::Passed;
@@ -64,37 +62,21 @@ pub fn start(
     with_input: bool,
     net: Option<BorrowedFd<'_>>,
 ) -> io::Result<Reaper> {
-    let (read, write) = report::pipe()?;
-    // `/proc/self/exe` is this very executable even when its file was replaced since.
-    let mut command = Command::new("/proc/self/exe");
-    command
-        .arg0("lnk-link-run")
-        .arg(REAP)
-        .args(options.to_args())
-        .stdin(if with_input {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let stdin = if with_input {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
     // Nothing of serve's environment (API tokens, HOME, LNK_*) reaches the reaper or the
     // sandbox: both are visible from inside a sandbox without a PID namespace, and bwrap's
-    // `--clearenv` clears only the program's. `prepare` clears the reaper's, and the reaper
+    // `--clearenv` clears only the program's. The launch clears the reaper's, and the reaper
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
-    let net = net.map(|fd| fd.try_clone_to_owned()).transpose()?;
-    launch::prepare_call(&mut command, Some(cwd), &write, net.as_ref());
-    passed.pass_to(&mut command)?;
-    let child = command.spawn()?;
-    drop((write, net));
-    let reports = match Reports::new(read) {
-        Ok(reports) => reports,
-        Err(err) => {
-            let mut reaper = child;
-            let _ = reaper.kill();
-            let _ = reaper.wait();
-            return Err(err);
-        }
-    };
-    Ok(Reaper { child, reports })
+    let reaper = crate::call::reaper::launch()
+        .args(options.to_args())
+        .stdio(stdin, Stdio::piped(), Stdio::piped())
+        .cwd(cwd)
+        .net(net)
+        .passed(passed.fds())
+        .spawn()?;
+    Ok(reaper)
 }

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use crate::call::reaper::Reaper;
+use lnk_proc::reaper::Reaper;
 
 thread_local! {
     static ANSWERED: RefCell<Answered> = const { RefCell::new(Answered(Vec::new())) };

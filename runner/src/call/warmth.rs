@@ -1,5 +1,5 @@
 //! Which way `serve`'s calls start: warm (the sandbox started ahead of the call, a stub of
-//! Link Run's waiting inside, [`lnk_proc::reaper::warm`]) or cold (the sandbox started for
+//! Link Run's waiting inside, lnk-proc's `reaper::warm`) or cold (the sandbox started for
 //! the call). Warm unless `LNK_COLD_START=1` asks for cold starts (the benchmark's comparison,
 //! or a sandbox that misbehaves with a process waiting in it), or the sandbox check's probe,
 //! run through a warm sandbox, did not see what the cold probe saw.

@@ -135,7 +135,7 @@ pub fn run(config: &Config, request: &Request) -> std::io::Result<Ran> {
 pub(super) fn through_reaper(
     name: &str,
     request: &Request,
-    mut reaper: crate::call::reaper::Reaper,
+    mut reaper: lnk_proc::reaper::Reaper,
     started: Instant,
 ) -> std::io::Result<(Option<Answer>, String, Duration)> {
     let (_readers, done_rx) = exchange(

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lnk_proc::net::{AllowList, Proxy};
-use lnk_proc::reaper::warm::Place;
-use lnk_proc::reaper::{LEFTOVER_GRACE, Options, spare};
+use lnk_proc::reaper::{LEFTOVER_GRACE, Options, Place, spare};
 
 use super::launch::{PROBE_DEADLINE, Ran, through_reaper};
 use super::wire::{Request, SUBCOMMAND};

@@ -304,7 +304,7 @@ impl Projects {
                 PollFd::new(&self.settled, PollFlags::IN),
                 PollFd::from_borrowed_fd(control.wake_fd(), PollFlags::IN),
             ];
-            match lnk_proc::poll::poll_until(&mut fds, wake_at) {
+            match lnk_proc::poll_until(&mut fds, wake_at) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(err) => return Err(format!("waiting for the project: {err}")),
             }

@@ -33,6 +33,11 @@ impl Passed {
         self.fds.len()
     }
 
+    /// The descriptors, in order (the first to go to [`FIRST_FD`]).
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.fds.iter().map(AsFd::as_fd)
+    }
+
     /// Adds `more` after these.
     pub fn extend(&mut self, more: Passed) {
         self.fds.extend(more.fds);

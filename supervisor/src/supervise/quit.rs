@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use lnk_proc::reaper::signals::BlockedSignals;
+use lnk_proc::reaper::BlockedSignals;
 
 /// Whether the supervisor was asked to quit.
 #[derive(Debug)]

@@ -16,15 +16,14 @@ use lnk_common::ProcessId;
 use lnk_common::layout::StateDir;
 use lnk_common::record::{Record, SandboxGroup};
 use lnk_common::status::Exit;
-use lnk_proc::poll::poll_until;
+use lnk_proc::poll_until;
 use lnk_proc::reaper::hold::{self, Step};
-use lnk_proc::reaper::{Event, RUN_STOP_GRACE};
+use lnk_proc::reaper::{Event, RUN_STOP_GRACE, Reaper};
 use lnk_proc::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::quit::Quit;
 use super::stdin::RunStdin;
-use crate::gate::Gate;
 use crate::output::OutputFile;
 
 /// Bytes read from the pipe at a time.
@@ -75,7 +74,7 @@ pub struct Run<'a> {
     pub state: &'a StateDir,
     pub record: &'a mut Record,
     pub quit: &'a Quit,
-    pub gate: &'a mut Gate,
+    pub gate: &'a mut Reaper,
     pub stop: &'a WakeListener,
     pub output: &'a mut OutputFile,
     pub pipe: Option<File>,

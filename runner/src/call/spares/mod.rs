@@ -1,7 +1,7 @@
 //! Spare reapers: a call's reaper started ahead of the call, so that a call hands its spec to a
 //! reaper that already runs instead of waiting for one to start (most of a call's overhead);
 //! and, unless calls start cold ([`crate::call::warmth`]), with the call's sandbox already started
-//! inside it (`--warm <sandbox>…`, [`lnk_proc::reaper::warm`]).
+//! inside it (`--warm <sandbox>…`, lnk-proc's `reaper::warm`).
 //!
 //! One thread of `serve`'s, `spares`, keeps a pool of ready spares ([`pool`]: how many, and
 //! when each is replaced): `lnk-link-run reap --spare`, launched as every call's reaper is
@@ -15,7 +15,7 @@
 //! A warm spare's sandbox shows the files folder it was started with. Its device and inode are
 //! taken when the spare starts and compared with the folder's when the call arrives: a spare
 //! of a folder replaced since is thrown away, never used (and the stub checks the same inside,
-//! against the identity at the call's arrival, [`lnk_proc::reaper::warm_wire::Place`]). A
+//! against the identity at the call's arrival, [`lnk_proc::reaper::Place`]). A
 //! spare whose sandbox protects other paths than the call's line now does (a protected path
 //! made, removed or replaced since) is thrown away too.
 //!
@@ -32,10 +32,8 @@ use std::sync::{Arc, OnceLock, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use lnk_proc::reaper::warm::Place;
-use lnk_proc::reaper::{Options, spare as wire};
+use lnk_proc::reaper::{Options, Place, Reaper, spare as wire};
 
-use crate::call::reaper::Reaper;
 use crate::sandbox_line::Protected;
 use crate::sandbox_line::pass::Passed;
 use pool::Pool;

@@ -3,27 +3,23 @@
 
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use std::{io, path::Path};
 
 use lnk_common::record::FileId;
-use lnk_proc::reaper::COLD;
-use lnk_proc::reaper::warm::WARM;
-use lnk_proc::reaper::{Event, Reports, launch, report, spare};
+use lnk_proc::reaper::spare::{self, SparePrefix};
+use lnk_proc::reaper::{Event, Reaper};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::{READY_WITHIN, Settings};
-use crate::call::reaper::{REAP, Reaper};
 use crate::sandbox_line::{Expanded, Protected};
 
-/// A spare reaper, started: its process (stdio piped), its reports, `serve`'s end of its
+/// A spare reaper, started: its process (stdio piped) and its reports, `serve`'s end of its
 /// control socket, and for a warm one the files folder's identity when it started.
 #[derive(Debug)]
 pub struct Spare {
-    child: Child,
-    reports: Reports,
+    reaper: Reaper,
     control: OwnedFd,
     pub(super) files_id: Option<(u64, u64)>,
     /// A warm one's sandbox prefix, as expanded for it.
@@ -59,45 +55,30 @@ impl Spare {
                 .map_err(io::Error::other)?,
             None => Expanded::default(),
         };
-        let (read, write) = report::pipe()?;
-        let (control, theirs) = spare::pair()?;
-        let mut command = Command::new("/proc/self/exe");
-        command.arg0("lnk-link-run").arg(REAP).arg(spare::SPARE);
-        if settings.warm.is_some() {
-            for cache in settings.caches.layers() {
-                command.arg(lnk_proc::reaper::options::CACHE).arg(cache);
-            }
-            command.arg(WARM).args(&line.words);
+        let args = if settings.warm.is_some() {
+            let warm = SparePrefix::Warm(line.words.clone());
+            spare::args(&settings.caches.layers(), Some(&warm))
         } else if settings.cold.is_some() {
-            command.arg(COLD).args(&line.words);
-        }
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            spare::args(&[], Some(&SparePrefix::Cold(line.words.clone())))
+        } else {
+            spare::args(&[], None)
+        };
         // An empty environment, a session of its own, its signals blocked, SIGTERM at the death
         // of this thread (which lives as long as serve): as every call's reaper.
-        launch::prepare_spare(&mut command, &write, &theirs);
-        line.passed.pass_to(&mut command)?;
-        let mut child = command.spawn()?;
-        drop((write, theirs));
-        match Reports::new(read) {
-            Ok(reports) => Ok(Spare {
-                child,
-                reports,
-                control,
-                files_id,
-                passes: line.passed.len(),
-                prefix: line.words,
-                protected: line.protected,
-                ready: false,
-            }),
-            Err(err) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(err)
-            }
-        }
+        let (reaper, control) = crate::call::reaper::launch()
+            .args(args)
+            .stdio(Stdio::piped(), Stdio::piped(), Stdio::piped())
+            .passed(line.passed.fds())
+            .spawn_spare()?;
+        Ok(Spare {
+            reaper,
+            control,
+            files_id,
+            passes: line.passed.len(),
+            prefix: line.words,
+            protected: line.protected,
+            ready: false,
+        })
     }
 
     /// Gives the spare its call: waits for its `ready` (at once for one from the pool, which
@@ -119,17 +100,16 @@ impl Spare {
             return Err(err);
         }
         let Spare {
-            mut child,
-            reports,
+            mut reaper,
             control,
             ..
         } = self;
         drop(control);
         if !with_input {
             // The spare puts /dev/null in place of its stdin pipe (`--null-stdin`).
-            child.stdin = None;
+            reaper.child.stdin = None;
         }
-        Ok(Reaper { child, reports })
+        Ok(reaper)
     }
 
     /// The sandbox prefix a warm spare runs, as expanded for it (empty for a cold one).
@@ -142,13 +122,13 @@ impl Spare {
     pub fn await_ready(&mut self, within: Duration) -> io::Result<()> {
         let deadline = Instant::now() + within;
         while !self.ready {
-            let events = self.reports.read()?;
+            let events = self.reaper.reports.read()?;
             if let Some(event) = events.iter().find(|e| **e != Event::Ready) {
                 return Err(io::Error::other(format!(
                     "the spare reaper reported {event:?} while waiting"
                 )));
             }
-            if self.reports.ended() {
+            if self.reaper.reports.ended() {
                 return Err(io::Error::other("the spare reaper ended"));
             }
             if !events.is_empty() {
@@ -160,7 +140,7 @@ impl Spare {
                 return Err(io::Error::other("the spare reaper was not ready in time"));
             }
             let timeout = Timespec::try_from(left).ok();
-            let mut fds = [PollFd::new(&self.reports, PollFlags::IN)];
+            let mut fds = [PollFd::new(&self.reaper.reports, PollFlags::IN)];
             match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(err) => return Err(err.into()),
@@ -176,12 +156,9 @@ impl Spare {
     /// ([`Reaper::stop_and_finish`]).
     pub fn dispose(self) {
         let Spare {
-            child,
-            reports,
-            control,
-            ..
+            reaper, control, ..
         } = self;
         drop(control);
-        let _ = Reaper { child, reports }.stop_and_finish();
+        let _ = reaper.stop_and_finish();
     }
 }

@@ -1,5 +1,5 @@
-//! What a spare reaper and the stub inside its warm sandbox say to each other ([`super::warm`]),
-//! over a stream socket that is the stub's fd [`STUB_CHANNEL_FD`]:
+//! What a spare reaper and the stub inside its warm sandbox say to each other
+//! ([`crate::reaper::warm`]), over a stream socket that is the stub's fd [`STUB_CHANNEL_FD`]:
 //!
 //! - the stub, set up and waiting, writes [`READY`];
 //! - the reaper writes the call's [`StubSpec`]: its length (4 bytes, little-endian), then its
@@ -33,8 +33,8 @@ pub const FAILED: u8 = b'f';
 /// link, something not a folder, or nothing (the folder changed after the call arrived and was
 /// checked); an errno follows.
 pub const FOLDER_REFUSED: u8 = b'd';
-/// The largest spec a stub reads (the reaper's own limit, [`super::MAX_SPEC`]).
-pub const MAX_STUB_SPEC: usize = super::MAX_SPEC;
+/// The largest spec a stub reads: a spare reaper's own limit ([`crate::reaper::MAX_SPEC`]).
+pub const MAX_STUB_SPEC: usize = 8 << 20;
 
 /// Where a call runs, as the stub finds it inside the sandbox.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub struct Place {
 }
 
 impl Place {
-    /// Adds this place's arguments to a reaper's command line ([`super::Options::to_args`]).
+    /// Adds this place's arguments to a reaper's command line ([`crate::reaper::Options::to_args`]).
     pub fn push_args(&self, args: &mut Vec<OsString>) {
         args.extend([
             "--warm-files".into(),
