@@ -119,7 +119,7 @@
 //! | `launch.caches` | absent for none (every record before it); else the cache folders (`--cache`) the run's sandbox gets a writable layer of its own over, which the gate makes before it starts the sandbox (what the run writes there never reaches the user's folder) |
 //! | `launch.net_allow` | absent without a proxy (every record before it); else the `--net-allow` rules the run's programs may reach through a proxy its supervisor holds, each in the form `--net-allow` reads (`name`, `name:port`, `*.suffix`, `10.0.0.5`, `[::1]:8080`). A build that does not know the field runs the run without the proxy: the sandbox's network stays cut, and the run reaches nothing |
 //! | `group` | `null` until the supervisor has started the run's process group; then `pgid`, `leader_pid` (the gate: the run's reaper, which forks the sandbox into a group of its own; in records of older gates, the gate that `exec`ed the sandbox) and `leader_start_time` (`/proc/<pid>/stat` field 22). Pids are always greater than 1, and `pgid` equals `leader_pid` (the gate leads the group it makes); a record saying otherwise is refused |
-//! | `supervisor` | absent until the supervisor can hear a stop (and in records of older supervisors); then `{"pid": P, "start_time": T}`, the supervisor's pid and start time (`/proc/<pid>/stat` field 22), written with `group`. A stop signals that process (SIGURG) only once the process at `P` is proven to have started at `T` on this boot (`lnk_proc::wake`) |
+//! | `supervisor` | absent until the supervisor can hear a stop (and in records of older supervisors); then `{"pid": P, "start_time": T}`, the supervisor's pid and start time (`/proc/<pid>/stat` field 22), written with `group`. A stop signals that process (SIGURG) only once the process at `P` is proven to have started at `T` on this boot (`lnk_proc::run::wake`) |
 //! | `sandbox` | absent in records of older gates; written with `group`: `{"session": S, "pgid": P, "output_pipe": {dev, ino}}`, where `S` is the run's session (the gate leads it too, so `S` equals `group.leader_pid`; a record saying otherwise is refused), `P` the sandbox process's own group, `null` until the gate reports the sandbox started, and `output_pipe` the identity of the pipe the run writes its output to (absent in records of older supervisors). A sweep signals only processes proven the run's: in session `S` (in any group), started no earlier than the gate, and either started before a moment at which the gate was seen alive or holding `output_pipe` (after pid reuse, `S` and `P` may be another program's) |
 //! | `left_running` | absent unless a sweep left processes running that looked like the run's but that nothing proved its own; then what, in words, with their pids |
 //! | `failure` | absent unless the run could not start; then why, in words (the sandbox could not be executed, with the system's reason), and the run is `lost` |
@@ -162,7 +162,7 @@
 //!
 //! Creating `<id>.stop` (never through a link: [`stop::request`]) asks the run to stop; then
 //! its supervisor, named in the record (`supervisor`) and proven by its pid and start time, is
-//! sent SIGURG, which it reads from a signalfd in the `poll` it sleeps in (`lnk_proc::wake`,
+//! sent SIGURG, which it reads from a signalfd in the `poll` it sleeps in (`lnk_proc::run::wake`,
 //! process machinery and no part of this contract): no polling, and no inotify instance per
 //! run. It stops the run (SIGTERM, then SIGKILL two seconds later) and records `stopped`.
 //!

@@ -4,7 +4,7 @@
 //! it is not a regular file of the user's), and a run's supervisor counts only a regular
 //! `<id>.stop` of the user's ([`requested`]), so nothing else under that name stops anything.
 //! Whoever asks then wakes the run's supervisor, so that it looks at the file without polling:
-//! that is process machinery (a proven pid and a signal, `lnk_proc::wake`), not part of this
+//! that is process machinery (a proven pid and a signal, `lnk_proc::run::wake`), not part of this
 //! contract; a supervisor not woken sees the request when it next looks (at its start, at its
 //! next wake-up). A request that holds `tasks/cancel\n` was its task's client's ([`crate::cancel`]).
 

@@ -117,7 +117,7 @@ fn set_up() -> Option<OwnedFd> {
     }
     // The channel, by the reaper's launch contract. (Should it not be a socket, the exchange
     // fails.)
-    use crate::inherited::{self, Kind, OnExec};
+    use crate::spawn::inherited::{self, Kind, OnExec};
     inherited::take(STUB_CHANNEL_FD, Kind::Open, OnExec::Close).ok()
 }
 

@@ -1,5 +1,5 @@
 //! Both halves of `--detached` against each other: this test binary starts itself through
-//! `lnk_proc::detached::start`, and the program it started (this binary again, told
+//! `lnk_proc::spawn::detached::start`, and the program it started (this binary again, told
 //! `--detached`) calls `fork_away` first thing, as `lnk-link-supervise` does. A harness of its
 //! own (`harness = false`): the started program must have one thread to fork away.
 
@@ -32,7 +32,7 @@ fn child(args: &[String]) -> ExitCode {
     if args.last().map(String::as_str) != Some("--detached") {
         return ExitCode::from(3);
     }
-    lnk_proc::detached::fork_away();
+    lnk_proc::spawn::detached::fork_away();
     let me = std::process::id();
     let stat = Stat::of(i32::try_from(me).unwrap()).unwrap();
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -69,13 +69,13 @@ fn parent() {
     blocked.thread_block().unwrap();
 
     let exe = std::env::current_exe().unwrap();
-    let stdio = lnk_proc::detached::Stdio {
+    let stdio = lnk_proc::spawn::detached::Stdio {
         stdout: Some(write.as_fd()),
         input: Some(input.as_fd()),
         more: &[(more.as_fd(), 100)],
         ..Default::default()
     };
-    lnk_proc::detached::start(&exe, &[OsStr::new(CHILD)], stdio, "test program").unwrap();
+    lnk_proc::spawn::detached::start(&exe, &[OsStr::new(CHILD)], stdio, "test program").unwrap();
     drop(write);
     // The pipe's end: every holder is gone, the process that went on included.
     let mut said = String::new();

@@ -104,7 +104,7 @@ pub fn main() -> ExitCode {
     if let Command::Supervise { detached: true, .. } | Command::Sweep { detached: true, .. } =
         cli.command
     {
-        lnk_proc::detached::fork_away();
+        lnk_proc::spawn::detached::fork_away();
     }
     let result = match cli.command {
         Command::Supervise {

@@ -204,7 +204,7 @@ fn for_each_run_stopped(
             && let Ok(record) = Record::load(state, id)
             && record.status.is_running()
         {
-            lnk_proc::wake::request_stop(state, id)
+            lnk_proc::run::wake::request_stop(state, id)
                 .with_context(|| format!("asking run {id} to stop"))?;
         }
     }

@@ -1,7 +1,7 @@
 //! `supervise <id> --state <dir>`: one background run's supervisor, for the run's whole life.
 //!
 //! In order:
-//! 1. block the stop signal and open its signalfd ([`lnk_proc::wake`]), before anything
+//! 1. block the stop signal and open its signalfd ([`lnk_proc::run::wake`]), before anything
 //!    else; take over the run's lock from stdin (`start` locked it and handed it over) and hold it
 //!    until exit — the kernel frees it however this process dies, which is how a sweep knows;
 //!    become a child subreaper, so that what a killed gate leaves is reparented here;
@@ -44,7 +44,7 @@ use lnk_common::status::Status;
 use lnk_common::time::UnixMs;
 use lnk_proc::proc_info;
 use lnk_proc::reaper::{self, Reaper};
-use lnk_proc::wake::WakeListener;
+use lnk_proc::run::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -199,7 +199,7 @@ fn supervise(
     let deadline = started
         .checked_add(record.launch.limits.timeout())
         .unwrap_or(started + FAR_AWAY);
-    let sandbox_exe = lnk_proc::run_signal::sandbox_exe(record);
+    let sandbox_exe = lnk_proc::run::signal::sandbox_exe(record);
     let watched = Run {
         state,
         record: &mut *record,

@@ -192,7 +192,7 @@ fn own_netns_cookie() -> Option<u64> {
 /// Takes descriptor `fd` over (the reaper's or the stub's end, inherited at a known place);
 /// `None` when it is not an open socket.
 pub fn adopt(fd: i32) -> Option<OwnedFd> {
-    use crate::inherited::{self, Kind, OnExec};
+    use crate::spawn::inherited::{self, Kind, OnExec};
     inherited::take(fd, Kind::Socket, OnExec::Close).ok()
 }
 

@@ -99,7 +99,7 @@ impl Reporter {
     /// Takes fd 3 over, making it close-on-exec so that the sandbox does not inherit it. Without
     /// a pipe at fd 3 (a reaper started by hand), reports go nowhere.
     pub fn from_fd3() -> Self {
-        use crate::inherited::{self, Kind, OnExec};
+        use crate::spawn::inherited::{self, Kind, OnExec};
         // By the launch contract, this process's report pipe.
         let fd = inherited::take(REPORT_FD, Kind::Pipe, OnExec::Close).ok();
         Self { fd }

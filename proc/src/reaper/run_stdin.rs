@@ -34,7 +34,7 @@ pub fn foreground(sandbox: Pid) {
 /// to be closed once it is the sandbox's stdin: the gate must not hold the run's stdin, or a
 /// program that closes its own would never be seen to.
 pub fn take() -> io::Result<OwnedFd> {
-    use crate::inherited::{self, Kind, OnExec};
+    use crate::spawn::inherited::{self, Kind, OnExec};
     // By the launch contract (`--run-stdin`), the run's stdin: a pipe, a terminal or
     // `/dev/null`, put in place as the sandbox's stdin before it is closed.
     inherited::take(super::fds::RUN_STDIN_FD, Kind::Open, OnExec::Keep)

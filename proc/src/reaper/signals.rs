@@ -32,7 +32,7 @@ fn handled() -> SigSet {
 
 /// Makes the reaper's signals the calling thread's whole mask: they are blocked, and nothing
 /// its parent blocked is (a mask is inherited across `exec`; a supervisor blocks its stop
-/// signal, [`crate::wake::WAKE`], which is none of its gate's business). Async-signal-safe (one
+/// signal, [`crate::run::wake::WAKE`], which is none of its gate's business). Async-signal-safe (one
 /// `sigprocmask`, on a set built on the stack), for a child between fork and exec.
 pub fn block_in_child() -> io::Result<()> {
     handled().thread_set_mask().map_err(io::Error::from)
@@ -49,7 +49,7 @@ pub struct Arrived {
 
 /// Blocks `set` in the calling thread and opens a non-blocking, close-on-exec signalfd for
 /// it: from then on those signals wait in the descriptor. (The reaper's, and the supervisor's
-/// stop signal, [`crate::wake::WakeListener`].)
+/// stop signal, [`crate::run::wake::WakeListener`].)
 pub fn blocked_fd(set: &SigSet) -> io::Result<SignalFd> {
     set.thread_block().map_err(io::Error::from)?;
     SignalFd::with_flags(set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)

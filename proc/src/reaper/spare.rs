@@ -220,7 +220,7 @@ impl Control {
     /// Takes fd 4 over, close-on-exec; `None` when it is not an open socket (a spare started
     /// by hand, without its parent).
     pub fn from_fd4() -> Option<Self> {
-        use crate::inherited::{self, Kind, OnExec};
+        use crate::spawn::inherited::{self, Kind, OnExec};
         // By the launch contract, this spare's control socket.
         let fd = inherited::take(CONTROL_FD, Kind::Socket, OnExec::Close).ok()?;
         Some(Self { fd })

@@ -2,7 +2,7 @@
 //! (a dev server's Ctrl-C, a reload), sent by `serve`.
 //!
 //! The run's gate is its reaper: everything the run started is below it, whatever session or
-//! group it moved to. The gate is proven as a stop proves a supervisor ([`crate::wake`]): the
+//! group it moved to. The gate is proven as a stop proves a supervisor ([`crate::run::wake`]): the
 //! record names it (its pid and start time, on the record's boot); a pidfd is taken on that pid,
 //! and only if the process there has the recorded start time is it the gate. Its descendants are
 //! then pinned and proven one by one ([`crate::reaper::children::descendants_of`]), and each

@@ -122,7 +122,7 @@ fn reap_soon(pid: rustix::process::Pid, what: String) {
 /// returns in this process, which then stays the child of whoever started it (said in the log).
 #[allow(unsafe_code)]
 pub fn fork_away() {
-    if let Err(not_alone) = crate::single_thread::alone() {
+    if let Err(not_alone) = crate::spawn::single_thread::alone() {
         tracing::warn!("not forking away from lnk-link-run: {not_alone}; staying its child");
         return;
     }

@@ -1,6 +1,6 @@
 //! Starting a program with an empty signal mask and every signal at its default disposition,
 //! whatever the starting process blocks or ignores: a call's or a run's sandbox, a warm
-//! sandbox, a detached supervisor or sweep ([`crate::detached`]).
+//! sandbox, a detached supervisor or sweep ([`crate::spawn::detached`]).
 //!
 //! [`spawn`] goes through `posix_spawn` (a `vfork`: no copy of the caller's memory, which a VM
 //! makes dear), which returns once the exec happened or failed, so a program that cannot be
@@ -25,7 +25,10 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::process::Pid;
 
+pub mod detached;
 mod in_child;
+pub mod inherited;
+pub mod single_thread;
 #[cfg(test)]
 mod tests;
 

@@ -1,6 +1,6 @@
 //! What a process may do only while it has one thread, checked rather than promised: set its
 //! environment (the runner's check marker), and fork and go on running Rust in the child
-//! (`--detached`'s second half, [`crate::detached::fork_away`]).
+//! (`--detached`'s second half, [`crate::spawn::detached::fork_away`]).
 //!
 //! The count is `/proc/self/stat`'s; a process gets a thread only by one of its own threads
 //! making it, so when the count is one, nothing but the caller can change it before the caller

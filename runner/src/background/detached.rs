@@ -1,6 +1,6 @@
 //! Starting `lnk-link-supervise` (a supervisor, a sweep) so that it outlives `serve`, and so
 //! that `serve` holds nothing for it: no thread, no child to reap. Both halves of `--detached`
-//! are [`lnk_proc::detached`]'s; here is what `serve` hands the program.
+//! are [`lnk_proc::spawn::detached`]'s; here is what `serve` hands the program.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,18 +25,18 @@ pub struct Stdio {
     pub passed: crate::sandbox_line::pass::Passed,
 }
 
-/// Starts `program args… --detached`, detached as [`lnk_proc::detached`] says, with `stdio`,
+/// Starts `program args… --detached`, detached as [`lnk_proc::spawn::detached`] says, with `stdio`,
 /// in this process's environment and folder.
 pub fn spawn(program: &Path, args: &[&OsStr], stdio: Stdio, what: &str) -> std::io::Result<()> {
     let passed = stdio.passed.place();
-    let held = lnk_proc::detached::Stdio {
+    let held = lnk_proc::spawn::detached::Stdio {
         stdin: stdio.stdin.as_ref().map(AsFd::as_fd),
         stdout: stdio.stdout.as_ref().map(AsFd::as_fd),
         stderr: stdio.stderr.as_ref().map(AsFd::as_fd),
         input: stdio.input.as_ref().map(AsFd::as_fd),
         more: &passed,
     };
-    lnk_proc::detached::start(program, args, held, what)
+    lnk_proc::spawn::detached::start(program, args, held, what)
 }
 
 /// A log of the state folder as a child's stderr: a process that outlives `serve` must not

@@ -1,5 +1,5 @@
 //! `stop`: asks a run to stop (`<id>.stop`) and waits up to five seconds for its end; or, with
-//! `signal`, sends that signal alone to the run's programs ([`lnk_proc::run_signal`]) and answers
+//! `signal`, sends that signal alone to the run's programs ([`lnk_proc::run::signal`]) and answers
 //! at once.
 
 use std::time::{Duration, Instant};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lnk_common::Causes;
 use lnk_common::layout::StateDir;
 use lnk_common::record::Record;
-use lnk_proc::run_signal::Signalled;
+use lnk_proc::run::signal::Signalled;
 use rustix::process::Signal;
 use serde_json::{Map, Value};
 
@@ -51,7 +51,7 @@ pub fn stop(background: &Background, arguments: &Map<String, Value>) -> Answer {
         return send(&record, signal);
     }
     if record.status.is_running() {
-        if let Err(e) = lnk_proc::wake::request_stop(&state, &id) {
+        if let Err(e) = lnk_proc::run::wake::request_stop(&state, &id) {
             return Answer::refusal(format!("run {id} cannot be asked to stop: {}", Causes(&e)));
         }
         let start = Instant::now();
@@ -133,7 +133,7 @@ fn send(record: &Record, signal: ToSend) -> Answer {
             record.status.state().as_str()
         )
     } else {
-        let sent = lnk_proc::run_signal::signal_run(record, signal.signal);
+        let sent = lnk_proc::run::signal::signal_run(record, signal.signal);
         if let Ok(Signalled::Sent(n)) = sent {
             processes = n;
         }

@@ -84,7 +84,7 @@ pub fn task_method(
         "tasks/get" => Ok(get(config, background, &state, &mut record)),
         "tasks/cancel" => {
             if record.status.is_running()
-                && let Err(e) = lnk_proc::wake::request_cancel(&state, &run)
+                && let Err(e) = lnk_proc::run::wake::request_cancel(&state, &run)
             {
                 return Err(RpcError::new(
                     id.clone(),

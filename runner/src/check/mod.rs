@@ -41,7 +41,7 @@ pub fn hold_marker() {
     };
     let value = format!("lnk-marker-{marker}");
     if let Err(err) =
-        lnk_proc::single_thread::set_env(plan::MARKER_VARIABLE.as_ref(), value.as_ref())
+        lnk_proc::spawn::single_thread::set_env(plan::MARKER_VARIABLE.as_ref(), value.as_ref())
     {
         tracing::warn!("the check's marker is not set: {err}");
     }

@@ -38,7 +38,7 @@ pub struct RunStdin {
 /// Takes over fd 3, the run's input `start` handed over (`--input`): a pipe, close-on-exec
 /// from now on.
 pub fn take_input() -> Result<File> {
-    use lnk_proc::inherited::{self, Kind, OnExec};
+    use lnk_proc::spawn::inherited::{self, Kind, OnExec};
     const INPUT_FD: i32 = 3;
     let fd = inherited::take(INPUT_FD, Kind::Pipe, OnExec::Close)
         .context("taking over fd 3, the run's input: it was not handed over as it should be")?;

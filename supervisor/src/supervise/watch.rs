@@ -1,7 +1,7 @@
 //! The supervisor's loop while the run lives: one `poll`, and no periodic wake-up.
 //!
 //! It sleeps until one of: a signal to the supervisor, the stop signal
-//! ([`lnk_proc::wake`]: SIGURG, after which `<id>.stop` is looked at), the gate's reports (the sandbox started, ended, could not be
+//! ([`lnk_proc::run::wake`]: SIGURG, after which `<id>.stop` is looked at), the gate's reports (the sandbox started, ended, could not be
 //! executed; their end is the gate's), the run's output, or the deadline, which is the poll's
 //! timeout rather than a tick. At the deadline, a stop or a signal it asks the gate to stop the
 //! run (SIGTERM to the gate, which sends SIGTERM to the run and SIGKILL two seconds later); once
@@ -19,7 +19,7 @@ use lnk_common::status::Exit;
 use lnk_proc::poll_until;
 use lnk_proc::reaper::hold::{self, Step};
 use lnk_proc::reaper::{Event, RUN_STOP_GRACE, Reaper};
-use lnk_proc::wake::WakeListener;
+use lnk_proc::run::wake::WakeListener;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::quit::Quit;
@@ -81,7 +81,7 @@ pub struct Run<'a> {
     pub deadline: Instant,
     pub stdin: &'a mut RunStdin,
     /// The sandbox program, as `/proc/<pid>/exe` shows it: its processes are not the run's
-    /// programs ([`lnk_proc::run_signal::sandbox_exe`]).
+    /// programs ([`lnk_proc::run::signal::sandbox_exe`]).
     pub sandbox_exe: Option<std::path::PathBuf>,
 }
 
