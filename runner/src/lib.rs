@@ -45,7 +45,7 @@ pub fn main() -> ExitCode {
     // would be every call's cost.
     let mut args = std::env::args_os();
     match args.nth(1) {
-        Some(sub) if sub == call::reaper::REAP => return lnk_proc::reaper::main(args),
+        Some(sub) if sub == call::reaper_launch::REAP => return lnk_proc::reaper::main(args),
         // A warm sandbox's stub: before anything else too, and with nothing open but what the
         // reaper handed it.
         Some(sub) if sub == lnk_proc::stub::STUB => return lnk_proc::stub::main(),

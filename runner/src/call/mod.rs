@@ -13,7 +13,7 @@
 //! The room holds a call's parts: the program and folder it runs in are checked by the
 //! `command` tool with [`crate::program`] and [`workdir`]; [`spawn`] starts its reaper, under a
 //! spare started ahead ([`spares`], warm or cold as [`warmth`] says) or a new one
-//! ([`reaper`]); [`pipes`] and [`input`] move its bytes, [`capture`] keeps their head and tail;
+//! ([`reaper_launch`]); [`pipes`] and [`input`] move its bytes, [`capture`] keeps their head and tail;
 //! [`render`] makes the answer; [`unreaped`] reaps what answered calls left; [`control`]
 //! cancels one.
 
@@ -21,7 +21,7 @@ pub mod capture;
 mod control;
 pub mod input;
 mod pipes;
-pub mod reaper;
+pub mod reaper_launch;
 pub mod render;
 pub mod spares;
 pub mod spawn;

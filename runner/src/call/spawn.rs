@@ -71,7 +71,7 @@ pub fn start(
     // sandbox: both are visible from inside a sandbox without a PID namespace, and bwrap's
     // `--clearenv` clears only the program's. The launch clears the reaper's, and the reaper
     // execs the sandbox with an empty one. Variables reach programs through `--var` alone.
-    let reaper = crate::call::reaper::launch()
+    let reaper = crate::call::reaper_launch::launch()
         .args(options.to_args())
         .stdio(stdin, Stdio::piped(), Stdio::piped())
         .cwd(cwd)

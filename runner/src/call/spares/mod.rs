@@ -24,7 +24,7 @@
 //! spare gets SIGTERM and its control socket ends, and it exits having run nothing.
 
 mod pool;
-mod spare;
+mod spare_reaper;
 
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ use crate::sandbox_line::pass::Passed;
 use pool::Pool;
 
 pub use pool::RefillHold;
-pub use spare::{Spare, folder_id};
+pub use spare_reaper::{Spare, folder_id};
 
 /// How long a spare may take to say `ready` before the `spares` thread gives up on it (a
 /// safety net: a spare is ready within milliseconds; one slow to start is the machine's, not a

@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::spare::Spare;
+use super::spare_reaper::Spare;
 use super::{READY_WITHIN, Settings};
 use crate::sync::lock;
 

@@ -65,7 +65,7 @@ impl Spare {
         };
         // An empty environment, a session of its own, its signals blocked, SIGTERM at the death
         // of this thread (which lives as long as serve): as every call's reaper.
-        let (reaper, control) = crate::call::reaper::launch()
+        let (reaper, control) = crate::call::reaper_launch::launch()
             .args(args)
             .stdio(Stdio::piped(), Stdio::piped(), Stdio::piped())
             .passed(line.passed.fds())
