@@ -23,7 +23,7 @@ use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal, 
 use super::fds::{CONTROL_FD, NET_FD, PASSED_FDS_FROM, REPORT_FD};
 use super::handle::Reaper;
 use super::report::{self, Reports};
-use super::{signals, spare};
+use super::{blocked_signals, spare};
 
 /// How to start a reaper: this very executable (`/proc/self/exe`, even when its file was
 /// replaced since) under a name and a subcommand of the binary's, its arguments, its stdio, its
@@ -230,7 +230,7 @@ fn prepare(
                 rustix::process::fchdir(BorrowedFd::borrow_raw(cwd))?;
             }
             setsid()?;
-            signals::block_in_child()?;
+            blocked_signals::block_in_child()?;
             set_parent_process_death_signal(Some(Signal::TERM))?;
             // The parent may have died between fork and prctl: then no signal would come.
             if getppid() != Some(parent) {

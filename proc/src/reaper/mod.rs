@@ -42,6 +42,7 @@
 //! escapes: its processes are reparented above the reaper. (`serve` then kills what is left in
 //! the reaper's session, the supervisor what is reparented to it; see the README.)
 
+pub(crate) mod blocked_signals;
 pub(crate) mod children;
 pub(crate) mod fds;
 pub(crate) mod hand_off;
@@ -56,12 +57,12 @@ pub(crate) mod report;
 mod run;
 mod run_stdin;
 mod sandbox_start;
-pub(crate) mod signals;
 pub mod spare;
 pub(crate) mod warm;
 mod warm_sandbox;
 
 pub use crate::stub::wire::Place;
+pub use blocked_signals::BlockedSignals;
 pub use children::{become_subreaper, kill_all_children};
 pub use fds::PASSED_FDS_FROM;
 pub use hand_off::HAND_OFF_LIMIT;
@@ -71,7 +72,6 @@ pub use options::Options;
 pub use proven::kill_proven;
 pub use report::{Event, Reports};
 pub use run::{main, passed_fds, run};
-pub use signals::BlockedSignals;
 
 use std::time::Duration;
 

@@ -9,11 +9,11 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 
+use super::blocked_signals::BlockedSignals;
 use super::children::{self, reap_if_dead, signal_child};
 use super::options::Options;
 use super::report::{Event, Reporter};
 use super::sandbox_start::{EXEC_PIPE_BYTES, Sandbox, Spawn, exec_pipe_message};
-use super::signals::BlockedSignals;
 use crate::poll::poll_until;
 use lnk_common::status::Exit;
 

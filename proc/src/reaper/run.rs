@@ -9,6 +9,7 @@ use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
 use rustix::process::{Signal, set_parent_process_death_signal};
 
+use super::blocked_signals::BlockedSignals;
 use super::children;
 use super::fds::{NET_FD, PASSED_FDS_FROM};
 use super::hold::ChildHold;
@@ -19,7 +20,6 @@ use super::report::{Event, Reporter};
 use super::run_stdin;
 use super::sandbox_start::BeforeExec;
 use super::sandbox_start::{Sandbox, Spawn, fork_sandbox, let_go_of_stdio, resolve, spawn_sandbox};
-use super::signals::BlockedSignals;
 use super::spare::{self, Call, Control, SPARE, SparePrefix};
 use super::warm::{Handed, Warm, cold_stub};
 use super::{CLOSED_EXIT, EXEC_FAILED_EXIT, FAILED_EXIT, OPEN, USAGE_EXIT};

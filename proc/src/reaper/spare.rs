@@ -38,9 +38,9 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
+use super::blocked_signals::BlockedSignals;
 use super::fds::REPORT_FD;
 use super::options::Options;
-use super::signals::BlockedSignals;
 
 /// The reaper's argument that makes it a spare.
 pub const SPARE: &str = "--spare";

@@ -53,12 +53,12 @@ use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
 
 use crate::stub::wire::{READY, StubSpec};
 
+use super::blocked_signals::BlockedSignals;
 use super::children;
 use super::hand_off::NotTaken;
 use super::layers::Layers;
 use super::options::Options;
 use super::report::{Event, Reporter};
-use super::signals::BlockedSignals;
 use super::spare::{Call, Control};
 use super::warm_sandbox::{Waiting, after_prefix, spawn};
 

@@ -63,7 +63,7 @@ impl WakeListener {
     /// signalfd. From here on a wake-up waits in the descriptor until [`take`](Self::take).
     pub fn new() -> io::Result<Self> {
         Ok(Self {
-            fd: crate::reaper::signals::blocked_fd(&wake_set())?,
+            fd: crate::reaper::blocked_signals::blocked_fd(&wake_set())?,
         })
     }
 
