@@ -6,8 +6,11 @@ time, under a bubblewrap line like the README's with: no `{protected}`; `{protec
 `{protected}` and `{caches}` with two `--cache` folders; `{protected}` and `--net-allow`. The
 files folder is a small project (a repository, four folders). For each: the median time from
 request to answer, serve's own CPU per call (`/proc/<pid>/stat`, all its threads, not its
-children), and the CPU of everything (serve, its reapers, sandboxes and programs; the
-children's rusage, start-up included) per call. Two rounds, the builds and lines interleaved.
+children), the CPU of everything (serve, its reapers, sandboxes and programs; the
+children's rusage, start-up included) per call, and the machine's busy time per call
+(`/proc/stat`, every CPU, during the measured calls: the kernel's work for namespaces and
+mounts done outside these processes included, and this script's own part, a client's). Two
+rounds, the builds and lines interleaved.
 
     bench/consecutive_costs.py [N] <lnk-link-run> [<another build's lnk-link-run>]
 
@@ -28,6 +31,12 @@ CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def ticks(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
+
+
+def machine_busy():
+    """Every CPU's busy time so far, in seconds (all but idle and iowait)."""
+    values = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def call(p, i):
@@ -61,17 +70,19 @@ def measure(binary, files, line, extra, nocheck, n):
     for i in range(20):
         call(p, 100000 + i)
     start = ticks(p.pid)
+    busy = machine_busy()
     took = []
     for i in range(n):
         t = time.perf_counter()
         call(p, i + 1)
         took.append((time.perf_counter() - t) * 1000)
     serve_cpu = (ticks(p.pid) - start) * 1000 / os.sysconf("SC_CLK_TCK") / n
+    machine = (machine_busy() - busy) * 1000 / n
     p.stdin.close()
     p.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     tree = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000 / (n + 20)
-    return statistics.median(took), serve_cpu, tree
+    return statistics.median(took), serve_cpu, tree, machine
 
 
 def main():
@@ -114,12 +125,15 @@ def main():
                 results.setdefault((name, build), []).append(
                     measure(binary, files, line, extra, nocheck, n))
     print(f"{n} consecutive calls of `echo hi` per line and build, 2 rounds; load {os.getloadavg()}")
-    print(f"{'line':26s} {'build':6s} {'median':>9s} {'serve CPU':>10s} {'all CPU':>9s}  (per call)")
+    print(f"{'line':26s} {'build':6s} {'median':>9s} {'serve CPU':>10s} {'all CPU':>9s}"
+          f" {'machine':>9s}  (per call)")
     for (name, build), runs in results.items():
         median = statistics.median([r[0] for r in runs])
         serve = statistics.mean([r[1] for r in runs])
         tree = statistics.mean([r[2] for r in runs])
-        print(f"{name:26s} {build:6s} {median:7.2f} ms {serve:7.2f} ms {tree:6.2f} ms")
+        machine = statistics.mean([r[3] for r in runs])
+        print(f"{name:26s} {build:6s} {median:7.2f} ms {serve:7.2f} ms {tree:6.2f} ms"
+              f" {machine:6.2f} ms")
 
 
 if __name__ == "__main__":
