@@ -2,7 +2,7 @@
 //!
 //! **Making** ([`make`], by `start`): the run's lock, created locked (`<id>.lock`), then its
 //! output file (`background/<id>.out`, named in the record by its identity), then its index
-//! names (`running/<id>` and the `started` name, [`crate::index::started`]), and last its
+//! names (`running/<id>` and the `started` name, [`crate::index::started`](mod@crate::index::started)), and last its
 //! record, written atomically (not flushed: the supervisor stores it durably once it has
 //! started the run). Until the caller says the run is made ([`MadeRun::keep`]), dropping the
 //! [`MadeRun`] unmakes what was made, in the reverse order, and the lock last, removed while

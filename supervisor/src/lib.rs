@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Supervise run <ID> (started by `lnk-link-run`, with the run's locked lock file as stdin).
+    /// Supervise the run whose id is given (started by `lnk-link-run`, with the run's locked lock file as stdin).
     #[command(name = commands::SUPERVISE)]
     Supervise {
         /// The run's id.

@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `index/version` | every record of the folder is indexed (written when the folder is made, or once a sweep has indexed an older folder: [`migrate`]); it holds the index's version, `2` ([`VERSION`]; a version-1 folder is read as well, and its first sweep upgrades it: [`upgrade`]) |
 //! | `index/running/<id>` | the run may be running: made by `start` before the record, removed once its end is filed |
-//! | `index/start-times/<minute>/<tenth>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<tenth>` the tenth of a second within it (3 digits), `<started_at_ms>` 13 digits, so names sort by start time ([`started`]; version 1 filed them as `index/started/<minute>/<started_at_ms>-<id>`) |
+//! | `index/start-times/<minute>/<tenth>/<started_at_ms>-<id>` | the run exists; `<minute>` is `started_at_ms / 60000` (10 digits), `<tenth>` the tenth of a second within it (3 digits), `<started_at_ms>` 13 digits, so names sort by start time ([`started`](mod@started); version 1 filed them as `index/started/<minute>/<started_at_ms>-<id>`) |
 //! | `index/due/<minute>/<id>` | the run has ended: the minute from which a sweep may remove it (its end + its keep) |
 //! | `index/untold/<id>` | the run has ended untold, with a way in: a sweep tries to tell it (within the ten minutes) |
 //! | `index/looked` | an empty file whose modification time is the state folder's as a sweep last saw it before reading the folder's top level whole, for records no index names, and whose access time is when it did ([`LOOKED_FILE`]; the supervisor's sweep keeps it) |
@@ -23,7 +23,7 @@
 //! stands for is stored, and removed only after. Every name is a pure function of the record,
 //! so making one twice is harmless.
 //!
-//! * `start` makes `running/<id>` and the `started` name ([`started`]) before the record.
+//! * `start` makes `running/<id>` and the `started` name ([`started`](mod@started)) before the record.
 //! * Whoever stores an ended record ([`crate::Record::store`]) then files it ([`file_end`]): `due/…/<id>`, makes or removes
 //!   `untold/<id>`, then removes `running/<id>` ([`ended`]). A supervisor that dies in between
 //!   leaves `running/<id>`, which the next sweep finds with a free lock and files again.
@@ -31,8 +31,8 @@
 //!   `untold/`, and the `due/` minutes that are over (a minute late at most, so that a filing
 //!   under way is never missed), removing what is due ([`forget`]).
 //! * `list` reads `running/` for `state: running`, else the newest `started` minutes and their
-//!   newest tenths down to the page's end, reading at most [`crate::list_page::PAGE_SCAN`]
-//!   records for a page ([`crate::list_page::page`]).
+//!   newest tenths down to the page's end, reading at most a bounded number of records for a
+//!   page (the runner's `background::list_page`, over [`each_started`]).
 //!
 //! A folder made before the index (its records are version 1, as today's) has no
 //! `index/version`: `list` then reads every record, and the next sweep indexes them all once
@@ -62,7 +62,7 @@ pub const LOOKED_FILE: &str = "looked";
 /// Present when every record is indexed.
 pub const VERSION_FILE: &str = "version";
 /// What `index/version` holds: version 2 files each run by start time under `start-times/`, in
-/// the tenth of a second of its minute ([`started`]).
+/// the tenth of a second of its minute ([`started`](mod@started)).
 pub const VERSION: &str = "2\n";
 /// A `running` name younger than this whose run has no lock and no record may be a start
 /// under way; older, it is a start that died, and goes.
@@ -74,7 +74,7 @@ pub(crate) const MINUTE_MS: u64 = 60_000;
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Kind {
     Running,
-    /// Version 2's names by start time, in tenths of a second ([`started`]).
+    /// Version 2's names by start time, in tenths of a second ([`started`](mod@started)).
     Started,
     /// Version 1's, straight in their minute, read until a sweep moves them.
     StartedV1,
@@ -362,7 +362,7 @@ pub fn drop_running(state: &StateDir, id: &RunId) -> Result<(), Error> {
     remove(&dir(state, Kind::Running).join(id.as_str()))
 }
 
-/// A `due` minute that is over (and past [`DUE_GRACE`]): its folder and the ids in it.
+/// A `due` minute up to the one a sweep runs in ([`due`]): its folder and the ids in it.
 #[derive(Debug)]
 pub struct DueMinute {
     /// The minute's folder; remove it with [`DueMinute::done`] once every id is dealt with.

@@ -12,7 +12,7 @@
 //! ([`pump`]), counted ([`figures`]), within the sandbox's time, an idle limit and the bounds
 //! on connections ([`sandbox`]). A refusal is an HTTP error that says why ([`why`]).
 //!
-//! The programs learn the proxy's address from the variables of [`env`]. `serve` keeps a
+//! The programs learn the proxy's address from the variables of [`env`](mod@env). `serve` keeps a
 //! proxy per call, the supervisor one for its run, for as long as the run.
 
 pub mod allow;

@@ -1,6 +1,6 @@
 //! The descriptor numbers a reaper is started with, which its parent places
 //! ([`super::launch`]) and the reaper takes over ([`super::report`], [`super::spare`],
-//! [`super::run_stdin`], the proxy channel in [`super::run`]): one place for the launch
+//! [`super::run_stdin`], the proxy channel in [`super::run`](mod@super::run)): one place for the launch
 //! contract, which both sides read.
 
 /// The reaper's report pipe (every reaper).

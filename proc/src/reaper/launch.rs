@@ -91,7 +91,7 @@ fn at(step: LaunchStep) -> impl FnOnce(io::Error) -> LaunchFailed {
 
 impl<'a> Launch<'a> {
     /// This executable named `arg0`, with `subcommand` as its first argument (the binary's
-    /// `main` takes it and runs [`super::main`] or a gate's [`super::run`]); stdio inherited
+    /// `main` takes it and runs [`super::main`] or a gate's [`super::run`](fn@super::run)); stdio inherited
     /// until [`Launch::stdio`] says otherwise.
     pub fn new(arg0: &str, subcommand: &str) -> Self {
         let mut command = Command::new("/proc/self/exe");

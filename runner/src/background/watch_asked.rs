@@ -1,5 +1,5 @@
 //! A `watch` call's arguments, checked: the run, what a line must match, how long it may wait
-//! and where it looks from. The waiting call ([`super::watch`]) and the watch as a task
+//! and where it looks from. The waiting call ([`super::watch`](mod@super::watch)) and the watch as a task
 //! ([`super::watch_task`]) both take it.
 
 use std::time::Duration;

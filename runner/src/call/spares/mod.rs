@@ -3,7 +3,7 @@
 //! and, unless calls start cold ([`crate::call::warmth`]), with the call's sandbox already started
 //! inside it (`--warm <sandbox>…`, lnk-proc's `reaper::warm`).
 //!
-//! One thread of `serve`'s, `spares`, keeps a pool of ready spares ([`pool`]: how many, and
+//! One thread of `serve`'s, `spares`, keeps a pool of ready spares ([`pool`](mod@pool): how many, and
 //! when each is replaced): `lnk-link-run reap --spare`, launched as every call's reaper is
 //! (`lnk_proc::reaper::launch`), its stdio already the pipes a call reads, waiting on its
 //! control socket (see `lnk_proc::reaper::spare`). A call takes a ready one ([`hand`]) and

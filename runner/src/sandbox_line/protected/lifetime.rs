@@ -205,7 +205,7 @@ impl Lease {
         format!("protected-{}.started", self.key)
     }
 
-    /// Writes down which folder the key stands for, for [`sweep`].
+    /// Writes down which folder the key stands for, for [`sweep`](fn@sweep).
     fn name_the_folder(&self) {
         if let Ok(fd) = rustix::fs::openat(
             &self.dir,
