@@ -164,20 +164,20 @@ impl<'a> Launch<'a> {
 
     fn start(mut self, control: Option<BorrowedFd<'_>>) -> Result<Reaper, LaunchFailed> {
         let (read, write) = report::pipe().map_err(at(LaunchStep::Descriptors))?;
-        // Copies of the passed descriptors, each above every number they go to, so that
-        // putting one in place never closes another before it is placed; kept open until the
-        // spawn returns.
-        let above = PASSED_FDS_FROM + RawFd::try_from(self.passed.len()).unwrap_or(RawFd::MAX / 2);
-        let staged = self
+        let fd4 = control.or(self.run_stdin);
+        prepare(&mut self.command, self.cwd, &write, fd4, self.net);
+        // The passed descriptors at theirs, once fds 3 to 5 are in place (the copies
+        // `place_in_child` makes are the command's, closed when it goes).
+        let place: Vec<(BorrowedFd<'_>, RawFd)> = self
             .passed
             .iter()
-            .map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, above).map_err(io::Error::from))
-            .collect::<io::Result<Vec<OwnedFd>>>()
+            .zip(PASSED_FDS_FROM..)
+            .map(|(fd, number)| (*fd, number))
+            .collect();
+        crate::spawn::place_in_child(&mut self.command, &place)
             .map_err(at(LaunchStep::Descriptors))?;
-        let fd4 = control.or(self.run_stdin);
-        prepare(&mut self.command, self.cwd, &write, fd4, self.net, &staged);
         let mut child = self.command.spawn().map_err(at(LaunchStep::Spawn))?;
-        drop((write, staged));
+        drop(write);
         match Reports::new(read) {
             Ok(reports) => Ok(Reaper { child, reports }),
             Err(err) => {
@@ -191,9 +191,8 @@ impl<'a> Launch<'a> {
 
 /// Arranges `command` to start as a reaper (see [`Launch`]), with `report` (a report pipe's
 /// write end, from [`report::pipe`]) as its fd 3, `fd4` (a spare's control socket, from
-/// [`spare::pair`], or a gate's run stdin, each above fd 4) as its fd 4, `net` (at fd 6 or
-/// above) as its fd 5, and `passed` (each above every number they go to) at
-/// [`PASSED_FDS_FROM`] and up. The caller keeps them all open until `spawn` returns.
+/// [`spare::pair`], or a gate's run stdin, each above fd 4) as its fd 4, and `net` (at fd 6 or
+/// above) as its fd 5. The caller keeps them all open until `spawn` returns.
 #[allow(unsafe_code)]
 fn prepare(
     command: &mut Command,
@@ -201,7 +200,6 @@ fn prepare(
     report: &OwnedFd,
     fd4: Option<BorrowedFd<'_>>,
     net: Option<BorrowedFd<'_>>,
-    passed: &[OwnedFd],
 ) {
     command.env_clear();
     let parent = getpid();
@@ -209,13 +207,11 @@ fn prepare(
     let report = report.as_raw_fd();
     let fd4 = fd4.map(|fd| fd.as_raw_fd());
     let net = net.map(|fd| fd.as_raw_fd());
-    let passed: Vec<RawFd> = passed.iter().map(AsRawFd::as_raw_fd).collect();
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe work is allowed. It makes system calls only (fchdir, setsid,
-    // sigprocmask, prctl, getppid, fcntl or dup2) on values copied in before the fork (the
-    // vector of passed descriptors is allocated before it, and only read), and builds
-    // `io::Error`s from raw errnos, which does not allocate; it takes no lock. `cwd`, `report`,
-    // `fd4`, `net` and `passed` are descriptors the caller keeps open until `spawn` returns, so
+    // sigprocmask, prctl, getppid, fcntl or dup2) on values copied in before the fork, and
+    // builds `io::Error`s from raw errnos, which does not allocate; it takes no lock. `cwd`,
+    // `report`, `fd4` and `net` are descriptors the caller keeps open until `spawn` returns, so
     // they are open in the child (close-on-exec closes them only at the exec).
     unsafe {
         command.pre_exec(move || {
@@ -252,10 +248,6 @@ fn prepare(
             // at 5, after the one at 4, clobbers no source still to be placed.
             if let Some(net) = net {
                 place(net, NET_FD)?;
-            }
-            // Each copy is above every target: no dup2 closes a source still to be placed.
-            for (i, source) in passed.iter().enumerate() {
-                place(*source, PASSED_FDS_FROM + RawFd::try_from(i).unwrap_or(0))?;
             }
             Ok(())
         });
