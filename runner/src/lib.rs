@@ -31,6 +31,8 @@ mod project;
 mod sandbox_line;
 mod serve;
 mod sync;
+#[cfg(test)]
+mod testing;
 mod text;
 mod tool_call;
 mod tools;

@@ -107,10 +107,7 @@ fn usable(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn words(w: &[&str]) -> Vec<OsString> {
-        w.iter().map(OsString::from).collect()
-    }
+    use crate::testing::words;
 
     #[test]
     fn caches_serve_would_refuse_are_left_out() {

@@ -227,10 +227,7 @@ pub fn serve_line(args: &[OsString], home: &Path) -> Result<ServeLine, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn words(w: &[&str]) -> Vec<OsString> {
-        w.iter().map(OsString::from).collect()
-    }
+    use crate::testing::words;
 
     #[test]
     fn paths_are_made_absolute_as_the_shell_means_them() {

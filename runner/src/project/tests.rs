@@ -8,17 +8,10 @@ use crate::config::FilesFrom;
 
 fn template(files_from: FilesFrom) -> Config {
     Config {
-        files: PathBuf::from("/nonexistent/started-in"),
         files_from,
         programs_path: "/usr/bin".into(),
         timeout: Duration::from_secs(1),
-        output: 64,
-        programs: vec!["true".into()],
-        vars: Vec::new(),
-        background: None,
-        sandbox: vec!["/usr/bin/env".into()],
-        caches: Default::default(),
-        net: None,
+        ..crate::testing::config("/nonexistent/started-in", &["/usr/bin/env"])
     }
 }
 

@@ -41,6 +41,7 @@ mod tests {
 
     use super::*;
     use crate::caches::CacheFolder;
+    use crate::testing::words;
 
     fn caches(unlayered: Option<&str>) -> Caches {
         Caches {
@@ -56,10 +57,6 @@ mod tests {
             ],
             unlayered: unlayered.map(str::to_owned),
         }
-    }
-
-    fn words(w: &[&str]) -> Vec<OsString> {
-        w.iter().map(OsString::from).collect()
     }
 
     #[test]

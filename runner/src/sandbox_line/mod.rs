@@ -106,10 +106,7 @@ pub fn holds_protected(line: &[OsString]) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn words(w: &[&str]) -> Vec<OsString> {
-        w.iter().map(OsString::from).collect()
-    }
+    use crate::testing::words;
 
     #[test]
     fn the_files_word_becomes_the_files_folder() {

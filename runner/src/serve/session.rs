@@ -391,24 +391,15 @@ const INSTRUCTIONS: &str = "Link Run runs programs for you in a sandbox. Call `c
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
     use std::time::Duration;
 
     use super::*;
 
     fn config() -> Config {
         Config {
-            files: PathBuf::from("/nonexistent/files"),
-            files_from: crate::config::FilesFrom::Flag,
             programs_path: "/usr/bin".into(),
             timeout: Duration::from_secs(1),
-            output: 64,
-            programs: vec!["true".into()],
-            vars: Vec::new(),
-            background: None,
-            net: None,
-            sandbox: vec!["/usr/bin/bwrap".into()],
-            caches: Default::default(),
+            ..crate::testing::config("/nonexistent/files", &["/usr/bin/bwrap"])
         }
     }
 

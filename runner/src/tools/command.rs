@@ -112,16 +112,9 @@ mod tests {
     fn config(files: PathBuf) -> Config {
         Config {
             files,
-            files_from: crate::config::FilesFrom::Flag,
-            programs_path: "/usr/bin:/bin".into(),
-            timeout: Duration::from_secs(7),
-            output: 64,
             programs: vec!["true".into(), "echo".into()],
             vars: vec![("DISPLAY".into(), ":1".into())],
-            background: None,
-            net: None,
-            sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
-            caches: Default::default(),
+            ..crate::testing::config("", &["/usr/bin/bwrap", "--unshare-all"])
         }
     }
 

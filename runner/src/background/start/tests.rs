@@ -18,16 +18,8 @@ fn files_folder() -> (tempfile::TempDir, PathBuf) {
 fn config(files: PathBuf) -> Config {
     Config {
         files,
-        files_from: crate::config::FilesFrom::Flag,
-        programs_path: "/usr/bin:/bin".into(),
-        timeout: Duration::from_secs(7),
-        output: 64,
         programs: vec!["sleep".into()],
-        vars: Vec::new(),
-        background: None,
-        net: None,
-        sandbox: vec!["/usr/bin/bwrap".into(), "--unshare-all".into()],
-        caches: Default::default(),
+        ..crate::testing::config("", &["/usr/bin/bwrap", "--unshare-all"])
     }
 }
 

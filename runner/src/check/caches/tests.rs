@@ -1,21 +1,9 @@
-use std::time::Duration;
-
 use super::*;
 use crate::caches::{CacheFolder, Caches};
 use crate::check::wire::Request;
 
 fn config(unlayered: Option<&str>) -> Config {
     Config {
-        files: "/w".into(),
-        files_from: crate::config::FilesFrom::Flag,
-        net: None,
-        programs_path: "/usr/bin:/bin".into(),
-        timeout: Duration::from_secs(7),
-        output: 64,
-        programs: vec!["true".into()],
-        vars: Vec::new(),
-        background: None,
-        sandbox: vec!["/usr/bin/bwrap".into()],
         caches: Caches {
             folders: vec![CacheFolder {
                 path: "/h/.cargo/registry".into(),
@@ -23,6 +11,7 @@ fn config(unlayered: Option<&str>) -> Config {
             }],
             unlayered: unlayered.map(str::to_owned),
         },
+        ..crate::testing::config("/w", &["/usr/bin/bwrap"])
     }
 }
 
