@@ -1,9 +1,11 @@
 //! The figures of item 5 and their targets: each pattern's medians (of the per-round
 //! medians) per target, the ratios to the peer, warm against cold in the large burst, Link
-//! Run's own part of the spaced gap, and a busy core's effect on each ratio.
+//! Run's own part of the spaced gap, and a busy core's effect on each ratio; and each prefix
+//! alone against the peer, the least a call in a sandbox of its own can take.
 
 use super::targets::{
-    BASE_BWRAP, BASE_PASS, COLD_BWRAP, COLD_PASS, FLOOR, PEER, WARM_BWRAP, WARM_PASS,
+    ALONE_BWRAP, ALONE_PASS, BASE_BWRAP, BASE_PASS, COLD_BWRAP, COLD_PASS, FLOOR, PEER, WARM_BWRAP,
+    WARM_PASS,
 };
 use super::{Pattern, Phase};
 use crate::foreground::Options;
@@ -58,7 +60,9 @@ pub fn phase(report: &mut Report, phase: &Phase, options: &Options) {
                     ));
                 }
             }
-            for name in [COLD_BWRAP, COLD_PASS] {
+            // The prefixes alone say what the sandbox and the program cost before Link Run
+            // adds anything: a target under one is out of any design's reach.
+            for name in [COLD_BWRAP, COLD_PASS, ALONE_BWRAP, ALONE_PASS] {
                 if let Some(r) = ratio(phase, pattern, name, PEER) {
                     report.row(Row::value(
                         &format!("ratio {name} / peer"),

@@ -1,7 +1,8 @@
 //! Item 5 of `lnk-bench foreground`: calls as agents and scripts make them. `echo hi` at the
 //! client (raw JSON-RPC over pipes), on Link Run warm and cold (`LNK_COLD_START=1`) under the
 //! README's recommended bubblewrap line and the pass-through prefix, the started-ahead floor
-//! (`sh` waiting to `exec echo hi`, no server, no sandbox) and the peer to beat,
+//! (`sh` waiting to `exec echo hi`, no server, no sandbox), each prefix alone (`<prefix> echo
+//! hi` spawned for the call: no server, no reaper, no stub) and the peer to beat,
 //! mcp-server-commands 0.5.0 (installed from npm into a cache folder, run as its README says),
 //! in patterns:
 //!

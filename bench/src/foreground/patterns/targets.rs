@@ -1,6 +1,6 @@
 //! What the patterns are measured on: Link Run's serves (warm and cold, each prefix; another
-//! build's with `--baseline`), the peer, and the started-ahead floor; and how each answers
-//! one call and a burst of calls at once.
+//! build's with `--baseline`), the peer, the started-ahead floor, and each prefix alone; and
+//! how each answers one call and a burst of calls at once.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -28,6 +28,8 @@ pub const BASE_BWRAP: &str = "baseline build: warm, bwrap";
 pub const BASE_PASS: &str = "baseline build: warm, pass-through";
 pub const FLOOR: &str = "started ahead: sh woken, exec echo hi";
 pub const PEER: &str = "peer: mcp-server-commands 0.5.0";
+pub const ALONE_BWRAP: &str = "the bwrap line alone: bwrap … echo hi";
+pub const ALONE_PASS: &str = "the pass-through prefix alone: … echo hi";
 
 /// One thing measured.
 pub struct Target {
@@ -42,6 +44,11 @@ enum How {
     /// timed call (and before any spacing), waiting on its stdin; the call is a line written to
     /// it, on which it `exec`s `echo hi`, output piped and waited for. No server, no sandbox.
     Floor(Vec<OsString>, Vec<Child>),
+    /// A sandbox prefix alone, started for the call as a cold call's is: `<prefix> echo hi`
+    /// spawned, its output read and its exit waited for. No server, no reaper, no stub: what
+    /// any design that runs each call in a sandbox of its own pays for the sandbox and the
+    /// program, on the call's path (started for it) or beside it (started ahead).
+    Alone(Vec<OsString>),
 }
 
 impl Target {
@@ -111,6 +118,22 @@ impl Target {
                 }
                 Ok(start.elapsed())
             }
+            How::Alone(argv) => {
+                let start = Instant::now();
+                let mut started = Vec::with_capacity(size);
+                for _ in 0..size {
+                    started.push(spawn_echo(argv).with_context(|| format!("{name}: starting"))?);
+                }
+                for child in started {
+                    let out = child
+                        .wait_with_output()
+                        .with_context(|| format!("{name}: waiting"))?;
+                    if !out.status.success() || out.stdout != b"hi\n" {
+                        bail!("{name}: {} {:?}", out.status, out.stderr);
+                    }
+                }
+                Ok(start.elapsed())
+            }
         }
     }
 
@@ -118,6 +141,7 @@ impl Target {
     pub fn shutdown(self) -> Result<()> {
         match self.how {
             How::Server(serve, _) => serve.shutdown(),
+            How::Alone(_) => Ok(()),
             How::Floor(_, waiting) => {
                 for mut child in waiting {
                     let _ = child.kill();
@@ -135,6 +159,17 @@ fn said_hi_json(name: &str, result: &Value) -> Result<()> {
         bail!("{name}: `echo hi` answered {result}");
     }
     Ok(())
+}
+
+/// `argv` (a prefix and `echo hi`) started with its output piped and no input.
+fn spawn_echo(argv: &[OsString]) -> std::io::Result<Child> {
+    let (program, args) = argv.split_first().ok_or(std::io::ErrorKind::InvalidInput)?;
+    std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
 }
 
 fn lnk_params() -> Value {
@@ -160,7 +195,8 @@ fn lnk(
 
 /// Starts every target: Link Run warm and cold under the recommended bubblewrap line (when
 /// `bwrap` is on PATH) and the pass-through prefix, another build's warm serves with
-/// `--baseline`, the started-ahead floor, and the peer (when it can be installed).
+/// `--baseline`, the started-ahead floor, each prefix alone, and the peer (when it can be
+/// installed).
 pub fn start_all(
     report: &mut Report,
     bins: &Bins,
@@ -170,6 +206,8 @@ pub fn start_all(
     let at = (bins, place);
     let base = options.baseline.as_deref();
     let pass = vec![bins.passthrough.clone().into_os_string()];
+    let echo = super::super::system_program("echo")?.into_os_string();
+    let echo_hi = [echo.clone(), "hi".into()];
     let mut targets = Vec::new();
     match on_path("bwrap") {
         Some(bwrap) => {
@@ -183,9 +221,15 @@ pub fn start_all(
             let cold = lnk(at, "cold-bwrap", prefix.clone(), true, None)?;
             targets.push(Target::server(COLD_BWRAP, cold, lnk_params()));
             if let Some(binary) = base {
-                let other = lnk(at, "baseline-bwrap", prefix, false, Some(binary))?;
+                let other = lnk(at, "baseline-bwrap", prefix.clone(), false, Some(binary))?;
                 targets.push(Target::server(BASE_BWRAP, other, lnk_params()));
             }
+            let mut alone = crate::line::by_hand(&prefix);
+            alone.extend(echo_hi.iter().cloned());
+            targets.push(Target {
+                name: ALONE_BWRAP,
+                how: How::Alone(alone),
+            });
         }
         None => report.note("bubblewrap: `bwrap` is not on PATH; its rows are missing"),
     }
@@ -194,10 +238,15 @@ pub fn start_all(
     let cold = lnk(at, "cold-pass", pass.clone(), true, None)?;
     targets.push(Target::server(COLD_PASS, cold, lnk_params()));
     if let Some(binary) = base {
-        let other = lnk(at, "baseline-pass", pass, false, Some(binary))?;
+        let other = lnk(at, "baseline-pass", pass.clone(), false, Some(binary))?;
         targets.push(Target::server(BASE_PASS, other, lnk_params()));
     }
-    let echo = super::super::system_program("echo")?.into_os_string();
+    let mut alone = pass;
+    alone.extend(echo_hi.iter().cloned());
+    targets.push(Target {
+        name: ALONE_PASS,
+        how: How::Alone(alone),
+    });
     targets.push(Target {
         name: FLOOR,
         how: How::Floor(vec![echo, "hi".into()], Vec::new()),
