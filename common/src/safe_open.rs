@@ -181,7 +181,7 @@ impl BackgroundDir {
     /// `O_APPEND`: `copy_file_range` refuses such a target; its writes follow the copy).
     ///
     /// Its name is the run's one rotation name ([`rotation_temp_name`]): whatever is there
-    /// already (a rotation cut short, or the agent's) is unlinked first.
+    /// already (a rotation cut short, or the agent's) is cleared first ([`Self::clear_name`]).
     pub fn create_rotation_temp(&self, id: &RunId) -> Result<RotationTemp, Error> {
         let name = rotation_temp_name(id)?;
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL;
@@ -189,12 +189,52 @@ impl BackgroundDir {
             Err(Error::Io { cause, .. })
                 if cause.raw_os_error() == Some(Errno::EXIST.raw_os_error()) =>
             {
-                self.remove_name(&name)?;
+                self.clear_name(&name, id)?;
                 self.open_regular(&name, flags, Op::Create)?
             }
             other => other?,
         };
         Ok(RotationTemp { file, name })
+    }
+
+    /// Makes `name` (one of run `id`'s own names in `background/`) free: a file or a link is
+    /// unlinked; a folder (which a program in the files folder can plant at a name it can
+    /// guess) is moved aside whole, to `.tmp-<id>-moved-<random>`, and left to the agent, so
+    /// that no folder there ever stops a run's output. Nothing in it is read or followed.
+    fn clear_name(&self, name: &str, id: &RunId) -> Result<(), Error> {
+        match self.remove_name(name) {
+            Err(Error::NotRegularFile {
+                kind: FileKind::Directory,
+                ..
+            }) => {}
+            other => return other,
+        }
+        let token = crate::id::random_token(12).map_err(|e| {
+            Error::io(
+                Op::Create,
+                self.path.join(name),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let aside = format!("{}-moved-{token}", crate::layout::rotation_temp_prefix(id));
+        rustix::fs::renameat_with(
+            &self.fd,
+            name,
+            &self.fd,
+            aside.as_str(),
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| Error::Rename {
+            from: self.path.join(name),
+            to: self.path.join(&aside),
+            cause: e.into(),
+        })?;
+        tracing::warn!(
+            "a folder stood at {} (a name of the run's own): moved aside to {}",
+            self.path.join(name).display(),
+            self.path.join(&aside).display()
+        );
+        Ok(())
     }
 
     /// Puts a rotation's file in place of `<id>.out`, and gives it back: it is the output file
@@ -216,8 +256,9 @@ impl BackgroundDir {
         ) {
             Ok(()) => {
                 // The old output file now has the temporary name; a sweep removes it if this
-                // unlink does not happen.
-                if let Err(e) = self.remove_name(&temp.name)
+                // unlink does not happen. (What was at `<id>.out` may have been a folder a
+                // program put there: it is moved aside.)
+                if let Err(e) = self.clear_name(&temp.name, id)
                     && !e.is_not_found()
                 {
                     return Err(e);

@@ -301,6 +301,55 @@ fn a_folder_where_the_output_file_goes_is_refused() {
     assert!(w.out_path(&id).is_dir());
 }
 
+/// The rotation's temporary name can be guessed (`.tmp-<id>-next`): a folder planted there,
+/// or at `<id>.out` between two rotations, is moved aside whole, and the rotation goes on.
+#[test]
+fn a_folder_planted_at_a_rotation_name_is_moved_aside_and_the_rotation_goes_on() {
+    let w = World::new();
+    let id = RunId::generate().unwrap();
+    let bg = FilesDir::open(&w.files)
+        .unwrap()
+        .ensure_background_dir()
+        .unwrap();
+    let mut out = bg.create_output(&id).unwrap();
+    out.write_all(b"first").unwrap();
+    let background = w.files.join("background");
+    let planted = background.join(rotation_temp_name(&id).unwrap());
+    fs::create_dir_all(planted.join("sub")).unwrap();
+    fs::write(planted.join("sub/kept"), b"the agent's").unwrap();
+    symlink(w.secret(), planted.join("link")).unwrap();
+
+    let mut temp = bg.create_rotation_temp(&id).unwrap();
+    temp.file.write_all(b"second").unwrap();
+    assert!(fs::symlink_metadata(&planted).unwrap().is_file());
+    let moved = |prefix: &str| -> Vec<PathBuf> {
+        fs::read_dir(&background)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .collect()
+    };
+    let aside_prefix = format!(".tmp-{id}-moved-");
+    let aside = moved(&aside_prefix);
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(fs::read(aside[0].join("sub/kept")).unwrap(), b"the agent's");
+    bg.install_rotation(temp, &id).unwrap();
+    assert_eq!(fs::read(w.out_path(&id)).unwrap(), b"second");
+
+    // A folder put at `<id>.out` itself: the next rotation exchanges it to the temporary
+    // name, and moves it aside from there.
+    fs::remove_file(w.out_path(&id)).unwrap();
+    fs::create_dir(w.out_path(&id)).unwrap();
+    fs::write(w.out_path(&id).join("inside"), b"x").unwrap();
+    let mut temp = bg.create_rotation_temp(&id).unwrap();
+    temp.file.write_all(b"third").unwrap();
+    bg.install_rotation(temp, &id).unwrap();
+    assert_eq!(fs::read(w.out_path(&id)).unwrap(), b"third");
+    assert_eq!(moved(&aside_prefix).len(), 2);
+    assert!(!planted.exists());
+    w.assert_outside_untouched();
+}
+
 #[test]
 fn renames_take_plain_names_only() {
     let w = World::new();
