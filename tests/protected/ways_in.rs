@@ -37,7 +37,15 @@ fn every_way_in_is_refused() {
         // The placeholders are there once serve has made its first sandbox (the check's).
         let before = snapshot(&files, READ_ONLY);
         let pinned = pins(&files);
-        for placeholder in [".mcp.json", ".envrc", ".gemini", ".github/workflows"] {
+        for placeholder in [
+            ".mcp.json",
+            ".envrc",
+            ".gemini",
+            ".github/workflows",
+            ".devcontainer.json",
+            ".git/config.worktree",
+            "vendor/lib/.git/config.worktree",
+        ] {
             assert_ne!(before[placeholder], "missing", "as {user:?}: {placeholder}");
         }
         let how = format!("as {user:?}, from a call");

@@ -45,6 +45,9 @@ pub const TOP: &[TopName] = &[
     folder(".idea"),
     folder(".cursor"),
     folder(".devcontainer"),
+    // Dev Containers reads a top `.devcontainer.json` as it reads the folder's file
+    // (`initializeCommand` runs on the host).
+    folder(".devcontainer.json"),
     // Other hosts' project settings: servers, trust, hooks, skills.
     folder(".gemini"),
     folder(".codex"),
@@ -113,9 +116,12 @@ pub const GIT_PARTS: &[GitPart] = &[
         name: "worktrees",
         missing: Placeholder::None,
     },
+    // An empty file stands in for a missing one: with `extensions.worktreeConfig` set (by the
+    // user, or by `git sparse-checkout`), git obeys a `config.worktree` a program made as it
+    // obeys `config`; without it, git does not read the file.
     GitPart {
         name: "config.worktree",
-        missing: Placeholder::None,
+        missing: Placeholder::File,
     },
     GitPart {
         name: "commondir",
