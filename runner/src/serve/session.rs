@@ -358,6 +358,10 @@ fn kept_meta_is_bounded(meta: &Map<String, Value>) -> Result<(), String> {
                     "`_meta.progressToken` must be a string or an integer of 64 bits".to_owned(),
                 );
             }
+            // MCP's progress token is a string or a number; `null` stands for none.
+            Value::Object(_) | Value::Array(_) | Value::Bool(_) if key == "progressToken" => {
+                return Err("`_meta.progressToken` must be a string or a number".to_owned());
+            }
             _ => {}
         }
     }
@@ -446,6 +450,9 @@ mod tests {
             json!({"link.local/thread": "t".repeat(257)}),
             json!({"progressToken": 1.5}),
             json!({"progressToken": 1.180_591_620_717_411_3e21}),
+            json!({"progressToken": {"a": 1}}),
+            json!({"progressToken": [1]}),
+            json!({"progressToken": true}),
         ] {
             let refused = call(meta.clone()).err().unwrap_or_else(|| {
                 panic!(
@@ -460,6 +467,7 @@ mod tests {
             json!({"progressToken": "p".repeat(256)}),
             json!({"progressToken": u64::MAX}),
             json!({"progressToken": -7}),
+            json!({"progressToken": null}),
             json!({"link.local/thread": "t".repeat(256), "junk": "j".repeat(1 << 20)}),
         ] {
             assert!(call(meta).is_ok());
