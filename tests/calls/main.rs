@@ -98,6 +98,15 @@ fn no_spare_is_left_behind_however_serve_ends(sandbox: Sandbox) {
             }
             _ => serve.kill(),
         }
+        // Ended by its client, serve disposes of its spares, each ending as asked: none is
+        // killed (by its thread's end) and then reported as a call's reaper killed.
+        if how != "SIGKILL" {
+            let stderr = serve.stderr_to_end(GONE);
+            assert!(
+                !stderr.contains("reaper was killed"),
+                "{how}: a spare was killed at serve's end: {stderr}"
+            );
+        }
         assert_all_die(below);
     }
 }

@@ -56,6 +56,8 @@ pub struct Serve {
     /// Lines of stdout that are not JSON-RPC 2.0 messages (there must be none).
     bad_lines: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// The thread that reads stderr, until its end.
+    stderr_reader: std::thread::JoinHandle<()>,
     next_id: i64,
     era: Era,
 }
@@ -128,7 +130,7 @@ impl Serve {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let mut pipe = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
         let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n @ 1..) = pipe.read(&mut buf) {
                 sink.lock()
@@ -143,6 +145,7 @@ impl Serve {
             inbox: Vec::new(),
             bad_lines,
             stderr,
+            stderr_reader,
             next_id: 1,
             era,
         }
@@ -156,6 +159,21 @@ impl Serve {
     /// What the server wrote on stderr so far.
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// All the server wrote on stderr, once the pipe has ended (it exited, and nothing it left
+    /// holds the pipe), waiting for that at most `within`.
+    pub fn stderr_to_end(&self, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        while !self.stderr_reader.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "serve's stderr did not end within {within:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stderr()
     }
 
     /// Writes one line (a newline is added).

@@ -67,6 +67,8 @@ struct State {
     paused: bool,
     /// Spares being started now.
     starting: usize,
+    /// [`Pool::close`] has disposed of every spare.
+    closed: bool,
 }
 
 /// What the thread does next.
@@ -142,6 +144,8 @@ impl Pool {
             }
             thread::sleep(Duration::from_millis(10));
         }
+        lock(&self.state).closed = true;
+        self.wake.notify_all();
     }
 
     /// A `spares` thread: keeps the pool filled, for good. `first` hears when a first spare
@@ -152,7 +156,19 @@ impl Pool {
         let mut failures = 0u32;
         loop {
             match self.next() {
-                Next::Stop => return,
+                Next::Stop => {
+                    // The spares this thread started die with it (their parent-death signal
+                    // is tied to it): it ends only once `close` has disposed of them, so that
+                    // each ends as asked, not killed.
+                    let mut state = lock(&self.state);
+                    while !state.closed {
+                        state = self
+                            .wake
+                            .wait(state)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                    return;
+                }
                 Next::Dispose(spares) => {
                     for spare in spares {
                         spare.dispose();
