@@ -108,14 +108,7 @@ impl Target {
                         .write_all(b"go\n")
                         .with_context(|| format!("{name}: waking it"))?;
                 }
-                for child in woken {
-                    let out = child
-                        .wait_with_output()
-                        .with_context(|| format!("{name}: waiting"))?;
-                    if !out.status.success() || out.stdout != b"hi\n" {
-                        bail!("{name}: {} {:?}", out.status, out.stderr);
-                    }
-                }
+                said_hi_all(name, woken)?;
                 Ok(start.elapsed())
             }
             How::Alone(argv) => {
@@ -124,14 +117,7 @@ impl Target {
                 for _ in 0..size {
                     started.push(spawn_echo(argv).with_context(|| format!("{name}: starting"))?);
                 }
-                for child in started {
-                    let out = child
-                        .wait_with_output()
-                        .with_context(|| format!("{name}: waiting"))?;
-                    if !out.status.success() || out.stdout != b"hi\n" {
-                        bail!("{name}: {} {:?}", out.status, out.stderr);
-                    }
-                }
+                said_hi_all(name, started)?;
                 Ok(start.elapsed())
             }
         }
@@ -157,6 +143,19 @@ impl Target {
 fn said_hi_json(name: &str, result: &Value) -> Result<()> {
     if result.get("isError") == Some(&Value::Bool(true)) || !result.to_string().contains("hi") {
         bail!("{name}: `echo hi` answered {result}");
+    }
+    Ok(())
+}
+
+/// Waits for each of `children` (an `echo hi` each), and checks that it said `hi`.
+fn said_hi_all(name: &str, children: Vec<Child>) -> Result<()> {
+    for child in children {
+        let out = child
+            .wait_with_output()
+            .with_context(|| format!("{name}: waiting"))?;
+        if !out.status.success() || out.stdout != b"hi\n" {
+            bail!("{name}: {} {:?}", out.status, out.stderr);
+        }
     }
     Ok(())
 }
