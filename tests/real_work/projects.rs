@@ -89,7 +89,7 @@ fn make_projects(files: &Path) {
 
 /// What is in `root`, relative, as a set; what two runs cannot share is left out: git's object
 /// files (a commit's name holds its time; their number is kept) and rustc's incremental
-/// sessions (named by time and chance).
+/// sessions (named by time and chance); and Link Run's own placeholders in a git folder.
 fn files_in(root: &Path) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
     let mut objects = 0;
@@ -108,6 +108,13 @@ fn files_in(root: &Path) -> BTreeSet<String> {
                 continue;
             }
             if rel.contains("/target/debug/incremental/") {
+                continue;
+            }
+            // Link Run's placeholder for a repository's missing `config.worktree` (an empty
+            // read-only file, made by the sandboxes that follow the repository's `git init`).
+            if rel.ends_with("/.git/config.worktree")
+                && std::fs::metadata(&path).is_ok_and(|m| m.len() == 0)
+            {
                 continue;
             }
             if kind.is_dir() {
