@@ -302,11 +302,15 @@ impl BackgroundDir {
     }
 
     /// Removes run `id`'s rotation temporary (a rotation cut short), by name; how many were
-    /// removed (0 or 1).
+    /// removed (0 or 1). A folder there is a program's, not a rotation's: it is left.
     pub fn remove_rotation_leftovers(&self, id: &RunId) -> Result<usize, Error> {
         match self.remove_name(&rotation_temp_name(id)?) {
             Ok(()) => Ok(1),
             Err(e) if e.is_not_found() => Ok(0),
+            Err(Error::NotRegularFile {
+                kind: FileKind::Directory,
+                ..
+            }) => Ok(0),
             Err(e) => Err(e),
         }
     }

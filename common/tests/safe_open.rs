@@ -347,6 +347,11 @@ fn a_folder_planted_at_a_rotation_name_is_moved_aside_and_the_rotation_goes_on()
     assert_eq!(fs::read(w.out_path(&id)).unwrap(), b"third");
     assert_eq!(moved(&aside_prefix).len(), 2);
     assert!(!planted.exists());
+
+    // Removing the run leaves a folder planted at its rotation name (a program's) in place.
+    fs::create_dir(&planted).unwrap();
+    assert!(bg.remove_output(&id).unwrap());
+    assert!(planted.is_dir());
     w.assert_outside_untouched();
 }
 
