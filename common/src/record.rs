@@ -61,8 +61,8 @@ pub struct Record {
     /// supervisors, which watched their lock file instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supervisor: Option<Supervisor>,
-    /// Why the run could not start, when it could not (the sandbox could not be executed, the
-    /// gate could not set up); absent otherwise.
+    /// Why the run was lost, when Link Run knows: it could not start (the sandbox could not be
+    /// executed, the gate could not set up), or its supervisor failed; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
     /// What a sweep left running because nothing proved it the run's (its gate was gone, and

@@ -87,6 +87,10 @@ pub fn run(id: &str, state: PathBuf, input: bool) -> Result<()> {
                 ended_at_ms: UnixMs::now(),
                 exit: None,
             };
+            // The agent is told why (the log is not its to read).
+            if record.failure.is_none() {
+                record.failure = Some(format!("its supervisor failed: {err:#}"));
+            }
             record
                 .store_ended(&state)
                 .context("recording the run lost")?;

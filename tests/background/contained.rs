@@ -363,7 +363,7 @@ fn a_run_whose_sandbox_cannot_be_executed_is_recorded_so() {
     let record = bg.record(&id).unwrap_or_else(|| panic!("no record"));
     let failure = record["failure"].as_str().unwrap_or_default();
     assert!(
-        failure.starts_with("the sandbox could not be executed")
+        failure.starts_with("it could not start: the sandbox could not be executed")
             && failure.contains("No such file or directory"),
         "{record}"
     );

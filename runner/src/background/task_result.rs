@@ -111,7 +111,7 @@ pub fn how_it_ended(record: &Record, cancelled: bool) -> String {
              killed"
         ),
         Status::Lost { .. } => match &record.failure {
-            Some(failure) => format!("was lost: it could not start: {}", one_line(failure)),
+            Some(failure) => format!("was lost: {}", one_line(failure)),
             None => format!(
                 "was lost after {after}: its supervisor ended before it could record how the run \
                  ended (it was killed, or the machine restarted), and a sweep recorded it lost; \

@@ -236,7 +236,7 @@ impl Run<'_> {
             }
             Event::ExecFailed(errno) => {
                 let why = format!(
-                    "the sandbox could not be executed: {}",
+                    "it could not start: the sandbox could not be executed: {}",
                     io::Error::from_raw_os_error(errno)
                 );
                 tracing::error!(%id, "{why}");
@@ -244,7 +244,7 @@ impl Run<'_> {
             }
             Event::Failed(errno) => {
                 let why = format!(
-                    "the run's gate could not set itself up: {}",
+                    "it could not start: the run's gate could not set itself up: {}",
                     io::Error::from_raw_os_error(errno)
                 );
                 tracing::error!(%id, "{why}");
@@ -253,7 +253,9 @@ impl Run<'_> {
             // A run's gate starts its sandbox cold; a report of a warm one's is the gate's
             // failure all the same.
             Event::FolderRefused(_) | Event::StubStuck => {
-                let why = format!("the run's gate reported a warm sandbox's failure: {event:?}");
+                let why = format!(
+                    "it could not start: the run's gate reported a warm sandbox's failure: {event:?}"
+                );
                 tracing::error!(%id, "{why}");
                 seen.failure = Some(why);
             }
