@@ -3,6 +3,11 @@
 
 use serde_json::{Map, Value};
 
+/// Linux's limit on one argument of a command line, its NUL included (`MAX_ARG_STRLEN`, 32
+/// pages): a longer one fails the exec with `E2BIG`, which a `start` would meet only after its
+/// answer.
+const MAX_ARGUMENT_BYTES: usize = 32 * 4096;
+
 /// The arguments of a `command` call, checked for shape (not yet for meaning).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandArgs {
@@ -41,6 +46,14 @@ pub fn command_args(arguments: &Map<String, Value>) -> Result<CommandArgs, Strin
     };
     if args.iter().any(|a| a.contains('\0')) {
         return Err("an argument holds a NUL character, which no program can receive".into());
+    }
+    if let Some(long) = args.iter().find(|a| a.len() >= MAX_ARGUMENT_BYTES) {
+        return Err(format!(
+            "an argument is {} bytes long, too long for one command line: Linux passes no \
+             argument of {MAX_ARGUMENT_BYTES} bytes or more to a program; write it to a file in \
+             the files folder and pass its name",
+            long.len()
+        ));
     }
     let dir = optional_string(arguments, "dir")?.unwrap_or_else(|| ".".to_owned());
     if dir.contains('\0') {
@@ -111,5 +124,18 @@ mod tests {
         assert!(args(json!({"program": "ls", "args": "-l"})).is_err());
         assert!(args(json!({"program": "ls", "args": [1]})).is_err());
         assert!(args(json!({"program": "ls", "cwd": "x"})).is_err_and(|e| e.contains("cwd")));
+    }
+
+    /// `start` reads its command with these too: an argument the kernel would refuse is refused
+    /// before anything starts, not met by the run's exec after its answer.
+    #[test]
+    fn refuses_an_argument_too_long_for_a_command_line() {
+        let longest = "x".repeat(MAX_ARGUMENT_BYTES - 1);
+        assert!(args(json!({"program": "echo", "args": [longest]})).is_ok());
+        let long = "x".repeat(MAX_ARGUMENT_BYTES);
+        let refused = args(json!({"program": "echo", "args": ["a", long]}));
+        assert!(refused.is_err_and(
+            |e| e.contains("too long for one command line") && e.contains("write it to a file")
+        ),);
     }
 }
