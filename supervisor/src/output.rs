@@ -310,9 +310,40 @@ impl OutputFile {
 
     /// Keeps the newest half of the cap in a new file renamed over the old one.
     fn rotate(&mut self, state: &StateDir, record: &mut Record) -> Result<(), Rotation> {
+        // A program may have cut the file short (`: > background/<id>.out`): what it cut is
+        // gone, and the count follows the file, so the copy asks for no byte it no longer has.
+        if let Ok(meta) = self.file.metadata() {
+            self.len = self.len.min(meta.len());
+        }
         let keep = (self.cap / 2).min(self.len);
-        let rotated =
+        let mut rotated =
             output_file::rotate(state, &self.background, record, &self.file, self.len, keep);
+        if let Err(ReplaceError::Make(err)) = &rotated
+            && err.is_not_found()
+        {
+            // `background/` was removed under the run (an `rm -rf`, a `git clean -fdx`): it is
+            // made again, and the rotation made there, as a start would make it.
+            match lnk_common::safe_open::FilesDir::open(&record.launch.files)
+                .and_then(|files| files.ensure_background_dir())
+            {
+                Ok(background) => {
+                    tracing::warn!(
+                        id = %record.id,
+                        "`background/` was removed while the run wrote to it: made again"
+                    );
+                    self.background = background;
+                    rotated = output_file::rotate(
+                        state,
+                        &self.background,
+                        record,
+                        &self.file,
+                        self.len,
+                        keep,
+                    );
+                }
+                Err(again) => tracing::warn!(%again, "making `background/` again"),
+            }
+        }
         match rotated {
             Ok(file) => {
                 self.file = file;

@@ -35,6 +35,7 @@ mod lifecycle;
 /// A sandbox still being made when both of its run's reapers die: the sweep finds what goes
 /// on to run, outside the recorded session, by the run's output pipe.
 mod made;
+mod output_cut;
 /// `list` a page at a time: order, `before`/`next`, the state filter, refusals.
 mod pages;
 /// Nothing per run in serve; a start never refused because a lock is being tested; more

@@ -1,0 +1,80 @@
+//! A running run's output file and its folder, cut by the agent's own programs as people cut a
+//! log: `background/` removed whole (an `rm -rf`, a `git clean -fdx`) or `<id>.out` emptied
+//! (`: > background/<id>.out`) while the run writes past its cap. The run goes on to its own
+//! end, and its output after the cut is read as before.
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use lnk_tests::bins::write;
+use lnk_tests::procs::wait_no_supervisor;
+use lnk_tests::results::{is_error, structured, text};
+use lnk_tests::runs::{Bg, Flags};
+use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::tools::{read, start, wait_ended};
+
+both_sandboxes!(
+    background_removed_while_the_run_writes_is_made_again,
+    an_output_file_emptied_while_the_run_writes_loses_nothing_after,
+);
+
+/// A run that writes 1,000 bytes, waits a second, then writes 20,000 bytes every 20 ms, 150
+/// times (3 MB through a 64 KiB cap: many rotations), then `END`; `cut` is done to the files
+/// folder in that second, before the first rotation (the file the start made is the one cut).
+fn run_cut_while_writing(sandbox: Sandbox, cut: impl FnOnce(&Path, &str)) {
+    let bg = Bg::new(sandbox);
+    let flags = Flags {
+        output: "64KiB",
+        ..Flags::default()
+    };
+    let mut serve = bg.serve(&flags).start();
+    let script = "\"$1\" 1 1000 78; \"$2\" 1; i=0; while [ $i -lt 150 ]; do \"$1\" 1 20000 78; \
+                  \"$2\" 0.02; i=$((i+1)); done; echo END";
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", script, "sh", write(), "/usr/bin/sleep"]}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let result = read(&mut serve, json!({"id": id, "limit": 16}));
+        assert!(Instant::now() < deadline, "no output: {result}");
+        if is_error(&result) {
+            // A read that met a rotation is asked to try again.
+            assert!(text(&result).contains("try again"), "{result}");
+            continue;
+        }
+        let value = structured(&result);
+        if value["next_offset"].as_u64().is_some_and(|n| n >= 1000) {
+            assert_eq!(value["dropped_bytes"], 0, "{value}");
+            break;
+        }
+        assert_eq!(value["state"], "running", "{value}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cut(&bg.setup.files, &id);
+    let run = wait_ended(&mut serve, &id, Duration::from_secs(60));
+    assert_eq!(run["state"], "exited", "{run}");
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let tail = read(&mut serve, json!({"id": id, "limit": 64}));
+    assert!(text(&tail).contains("END"), "{tail}");
+    wait_no_supervisor(&id, Duration::from_secs(10));
+}
+
+fn background_removed_while_the_run_writes_is_made_again(sandbox: Sandbox) {
+    run_cut_while_writing(sandbox, |files, _id| {
+        std::fs::remove_dir_all(files.join("background")).unwrap();
+    });
+}
+
+fn an_output_file_emptied_while_the_run_writes_loses_nothing_after(sandbox: Sandbox) {
+    run_cut_while_writing(sandbox, |files, id| {
+        let out = files.join("background").join(format!("{id}.out"));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(out)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    });
+}
