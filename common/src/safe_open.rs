@@ -29,6 +29,7 @@ use rustix::io::Errno;
 use crate::error::{Error, FileKind, Op};
 use crate::id::RunId;
 use crate::layout::{BACKGROUND_DIR, output_file_name, rotation_temp_name};
+use crate::record::FileId;
 use crate::shown::shown;
 
 /// Mode of the background folder: only the owner (the supervisor's and the agent's user).
@@ -287,6 +288,30 @@ impl BackgroundDir {
             to: self.path.join(to),
             cause: e.into(),
         })
+    }
+
+    /// Finishes a rotation its supervisor was killed in, between storing the record that names
+    /// the new file and renaming it: when `named` (the file the record names) is the file at
+    /// run `id`'s rotation name and not the one at `<id>.out`, it is put in place, as the
+    /// rotation would have. Whether it was. For a sweep, which holds the run's lock.
+    pub fn finish_cut_rotation(&self, id: &RunId, named: FileId) -> Result<bool, Error> {
+        let name = rotation_temp_name(id)?;
+        let temp = match self.open_regular(&name, OFlags::RDONLY, Op::Open) {
+            Ok(file) => file,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(Error::NotRegularFile { .. } | Error::Symlink { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if FileId::of(&temp)? != named {
+            return Ok(false);
+        }
+        if let Ok(Some(out)) = self.open_output_for_read(id)
+            && FileId::of(&out)? == named
+        {
+            return Ok(false);
+        }
+        self.install_rotation(RotationTemp { file: temp, name }, id)?;
+        Ok(true)
     }
 
     /// Removes `<id>.out` and run `id`'s rotation temporary, by name (the folder is never

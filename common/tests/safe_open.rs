@@ -466,3 +466,31 @@ fn a_working_folder_is_opened_without_following_any_link() {
     ));
     assert!(files.open_dir_beneath(Path::new("/etc")).is_err());
 }
+
+/// A supervisor killed between storing the record that names a rotation's new file and
+/// renaming it: a sweep puts that file in place, once, and leaves a file no record names.
+#[test]
+fn a_rotation_cut_short_is_finished_when_the_record_names_its_file() {
+    let w = World::new();
+    let id = RunId::generate().unwrap();
+    let bg = FilesDir::open(&w.files).unwrap();
+    let bg = bg.ensure_background_dir().unwrap();
+    bg.create_output(&id).unwrap().write_all(b"old").unwrap();
+    let mut temp = bg.create_rotation_temp(&id).unwrap();
+    temp.file.write_all(b"new").unwrap();
+    let named = FileId::of(&temp.file).unwrap();
+    let old = FileId::of(&bg.open_output_for_read(&id).unwrap().unwrap()).unwrap();
+    assert!(
+        !bg.finish_cut_rotation(&id, old).unwrap(),
+        "named the old file"
+    );
+    assert_eq!(fs::read(w.out_path(&id)).unwrap(), b"old");
+    assert!(bg.finish_cut_rotation(&id, named).unwrap());
+    assert_eq!(fs::read(w.out_path(&id)).unwrap(), b"new");
+    assert!(!w.files.join("background").join(temp.name()).exists());
+    assert!(
+        !bg.finish_cut_rotation(&id, named).unwrap(),
+        "finished twice"
+    );
+    w.assert_outside_untouched();
+}

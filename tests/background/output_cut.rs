@@ -2,6 +2,7 @@
 //! log: `background/` removed whole (an `rm -rf`, a `git clean -fdx`) or `<id>.out` emptied
 //! (`: > background/<id>.out`) while the run writes past its cap. The run goes on to its own
 //! end, and its output after the cut is read as before.
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,11 +13,13 @@ use lnk_tests::procs::wait_no_supervisor;
 use lnk_tests::results::{is_error, structured, text};
 use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
+use lnk_tests::serve::ANSWER;
 use lnk_tests::tools::{read, start, wait_ended};
 
 both_sandboxes!(
     background_removed_while_the_run_writes_is_made_again,
     an_output_file_emptied_while_the_run_writes_loses_nothing_after,
+    a_supervisor_killed_within_a_rotation_leaves_the_output_readable,
 );
 
 /// A run that writes 1,000 bytes, waits a second, then writes 20,000 bytes every 20 ms, 150
@@ -77,4 +80,47 @@ fn an_output_file_emptied_while_the_run_writes_loses_nothing_after(sandbox: Sand
             .set_len(0)
             .unwrap();
     });
+}
+
+/// A supervisor SIGKILLed while its run writes as fast as it can through a 4 KiB cap (so most
+/// of its time is rotations): after a sweep, the file the record names is `<id>.out`, and the
+/// output reads. The kill lands between a rotation's record and its rename in some tries
+/// only; each try checks the same.
+fn a_supervisor_killed_within_a_rotation_leaves_the_output_readable(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let flags = Flags {
+        output: "4KiB",
+        ..Flags::default()
+    };
+    let mut serve = bg.serve(&flags).start();
+    let mut within = 0;
+    for _ in 0..5 {
+        let id = start(
+            &mut serve,
+            json!({"program": "sh", "args": ["-c", "while :; do \"$1\" 1 100000 61; done", "sh", write()]}),
+        );
+        let record = bg.wait_record(&id, ANSWER, |r| r["supervisor"]["pid"].is_i64());
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = record["supervisor"]["pid"].as_i64().unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        wait_no_supervisor(&id, Duration::from_secs(10));
+        let out = bg.setup.files.join("background").join(format!("{id}.out"));
+        let named = |bg: &Bg| bg.record(&id).unwrap()["output"]["file"]["ino"].as_u64();
+        if named(&bg) != Some(std::fs::metadata(&out).unwrap().ino()) {
+            within += 1;
+        }
+        crate::contained::sweep(&bg);
+        assert_eq!(named(&bg), Some(std::fs::metadata(&out).unwrap().ino()));
+        let result = read(&mut serve, json!({"id": id, "limit": 64}));
+        assert!(!is_error(&result), "{result}");
+        assert!(text(&result).contains("aaaa"), "{result}");
+        if within > 0 {
+            break;
+        }
+    }
+    eprintln!("tries that killed within a rotation: {within}");
 }

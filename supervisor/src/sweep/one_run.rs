@@ -191,8 +191,19 @@ fn sweep_run(
             return Ok(());
         }
     };
-    if record.status.is_running() && !record_end_of_gone(state, &mut record, &lock)? {
-        report.lost += 1;
+    if record.status.is_running() {
+        if !record_end_of_gone(state, &mut record, &lock)? {
+            report.lost += 1;
+        }
+        // A supervisor killed within a rotation leaves the record naming the new file, not yet
+        // in place: it is put there, so the output stays readable.
+        if let (Some(named), Some(background)) = (record.output.file, tidy.outputs_of(&record)) {
+            match background.finish_cut_rotation(&record.id, named) {
+                Ok(true) => tracing::info!(%id, "a rotation cut short is finished"),
+                Ok(false) => {}
+                Err(err) => tracing::warn!(%id, "finishing a rotation cut short: {err}"),
+            }
+        }
     }
     let now = UnixMs::now();
     if record.tell_due(now) {
