@@ -48,6 +48,10 @@ use crate::layout::StateDir;
 /// The most `input` a `start` takes, and the most one `write` sends: 64 KiB, a pipe's default
 /// capacity, so that what is taken never waits in Link Run for the program.
 pub const WRITE_MAX: usize = 64 * 1024;
+/// The most `input` a `start` on a terminal (`tty`) takes: what a terminal holds before its
+/// program reads (a pseudo-terminal takes about 8 KiB, echo included, and a line of its
+/// program's at most 4095 bytes in the terminal's own mode); more is sent with `write`.
+pub const TTY_INPUT_MAX: usize = 4096;
 /// The request's flag: close the program's stdin once the text is written.
 pub const EOF_FLAG: u8 = 1;
 /// A terminal's size when `start` names none.

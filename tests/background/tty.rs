@@ -17,11 +17,32 @@ use lnk_tests::tools::{read_ok, start, wait_ended};
 
 both_sandboxes!(
     a_terminal_of_its_own,
+    a_terminal_takes_its_whole_input_at_the_start,
     a_prompt_asks_only_on_a_terminal,
     ctrl_c_is_sigint,
     a_terminal_run_is_capped_timed_and_swept_like_any_other,
     a_terminal_is_the_runs_alone,
 );
+
+/// The most input a terminal's run takes at its start (4 KiB, lines of `x`) is all typed, and
+/// the run goes on: it is not lost on a terminal that could not take it at once.
+fn a_terminal_takes_its_whole_input_at_the_start(sandbox: Sandbox) {
+    let bg = Bg::new(sandbox);
+    let mut serve = bg.serve(&Flags::default()).start();
+    let line = format!("{}\n", "x".repeat(63));
+    // The limit `tools.md` gives: 4 KiB.
+    let input = line.repeat(4096 / 64);
+    assert_eq!(input.len(), 4096);
+    let id = start(
+        &mut serve,
+        json!({"program": "sh", "args": ["-c", "wc -l; echo LINES-COUNTED"], "tty": true, "input": input}),
+    );
+    written(&mut serve, &id, "", true);
+    let output = wait_output(&mut serve, &id, "LINES-COUNTED", ANSWER);
+    assert!(output.contains("64\r\n"), "{output:?}");
+    let run = wait_ended(&mut serve, &id, ANSWER);
+    assert_eq!(run["state"], "exited", "{run}");
+}
 
 fn a_terminal_of_its_own(sandbox: Sandbox) {
     let bg = Bg::new(sandbox);

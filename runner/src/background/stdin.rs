@@ -3,7 +3,7 @@
 
 use std::os::fd::OwnedFd;
 
-use lnk_common::stdin::{DEFAULT_SIZE, Mode, Stdin, TermSize, WRITE_MAX};
+use lnk_common::stdin::{DEFAULT_SIZE, Mode, Stdin, TTY_INPUT_MAX, TermSize, WRITE_MAX};
 use rustix::pipe::{PipeFlags, fcntl_getpipe_size, fcntl_setpipe_size, pipe_with};
 use serde_json::{Map, Value};
 
@@ -53,6 +53,13 @@ pub fn parse(arguments: &Map<String, Value>) -> Result<(Stdin, Option<String>), 
             "`input` is {input_bytes} bytes; a run takes at most {WRITE_MAX} at its start. Start \
              it with `interactive: true` and send the rest with `write`, or put the text in a \
              file in the files folder and have the program read it"
+        )));
+    }
+    if tty && input_bytes > TTY_INPUT_MAX {
+        return Err(Answer::refusal(format!(
+            "`input` is {input_bytes} bytes; a run on a terminal takes at most {TTY_INPUT_MAX} at \
+             its start (what a terminal holds before its program reads). Send the rest with \
+             `write` once it runs"
         )));
     }
     let mode = if tty {
@@ -135,6 +142,7 @@ mod tests {
             json!({"tty": true, "cols": 5000}),
             json!({"input": 3}),
             json!({"input": "x".repeat(WRITE_MAX + 1)}),
+            json!({"tty": true, "input": "x".repeat(TTY_INPUT_MAX + 1)}),
         ] {
             assert!(parsed(bad.clone()).is_err(), "{bad}");
         }
