@@ -237,6 +237,18 @@ impl Error {
         }
     }
 
+    /// Whether it is a folder where a file was wanted (which a program in the files folder can
+    /// put at any name there).
+    pub fn is_folder(&self) -> bool {
+        matches!(
+            self,
+            Error::NotRegularFile {
+                kind: FileKind::Directory,
+                ..
+            }
+        )
+    }
+
     /// An I/O failure of `op` on `path`.
     pub fn io(op: Op, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
         Error::Io {

@@ -204,19 +204,10 @@ impl BackgroundDir {
     /// that no folder there ever stops a run's output. Nothing in it is read or followed.
     fn clear_name(&self, name: &str, id: &RunId) -> Result<(), Error> {
         match self.remove_name(name) {
-            Err(Error::NotRegularFile {
-                kind: FileKind::Directory,
-                ..
-            }) => {}
+            Err(e) if e.is_folder() => {}
             other => return other,
         }
-        let token = crate::id::random_token(12).map_err(|e| {
-            Error::io(
-                Op::Create,
-                self.path.join(name),
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
+        let token = crate::id::random_token(12)?;
         let aside = format!("{}-moved-{token}", crate::layout::rotation_temp_prefix(id));
         rustix::fs::renameat_with(
             &self.fd,
@@ -331,11 +322,7 @@ impl BackgroundDir {
     pub fn remove_rotation_leftovers(&self, id: &RunId) -> Result<usize, Error> {
         match self.remove_name(&rotation_temp_name(id)?) {
             Ok(()) => Ok(1),
-            Err(e) if e.is_not_found() => Ok(0),
-            Err(Error::NotRegularFile {
-                kind: FileKind::Directory,
-                ..
-            }) => Ok(0),
+            Err(e) if e.is_not_found() || e.is_folder() => Ok(0),
             Err(e) => Err(e),
         }
     }

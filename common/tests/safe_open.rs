@@ -14,7 +14,7 @@ use std::time::Duration;
 use lnk_common::error::FileKind;
 use lnk_common::layout::{output_relative_path, rotation_temp_name};
 use lnk_common::record::FileId;
-use lnk_common::safe_open::FilesDir;
+use lnk_common::safe_open::{BackgroundDir, FilesDir};
 use lnk_common::{Error, RunId};
 
 /// A files folder, and a sibling `outside` folder holding a `secret` the agent would like us
@@ -52,6 +52,14 @@ impl World {
             .collect();
         assert_eq!(names, ["secret"]);
         assert_eq!(fs::read(self.secret()).unwrap(), b"secret");
+    }
+
+    /// The files folder's `background/`, made.
+    fn background(&self) -> BackgroundDir {
+        FilesDir::open(&self.files)
+            .unwrap()
+            .ensure_background_dir()
+            .unwrap()
     }
 
     fn out_path(&self, id: &RunId) -> PathBuf {
@@ -149,10 +157,7 @@ fn a_file_where_the_background_folder_goes_is_refused() {
 fn a_symlinked_output_file_is_refused_and_the_target_untouched() {
     let w = World::new();
     let id = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     symlink(w.secret(), w.out_path(&id)).unwrap();
 
     assert!(matches!(
@@ -182,10 +187,7 @@ fn a_symlinked_output_file_is_refused_and_the_target_untouched() {
 fn a_fifo_output_file_is_refused_without_hanging() {
     let w = World::new();
     let id = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     let fifo = w.out_path(&id);
     rustix::fs::mknodat(
         rustix::fs::CWD,
@@ -256,10 +258,7 @@ fn a_fifo_output_file_is_refused_without_hanging() {
 fn a_hard_linked_output_file_is_refused() {
     let w = World::new();
     let id = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     fs::hard_link(w.secret(), w.out_path(&id)).unwrap();
     let append = bg.open_output_for_append(&id);
     assert!(
@@ -277,10 +276,7 @@ fn a_hard_linked_output_file_is_refused() {
 fn a_folder_where_the_output_file_goes_is_refused() {
     let w = World::new();
     let id = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     fs::create_dir(w.out_path(&id)).unwrap();
     for result in [
         bg.open_output_for_read(&id).map(|_| ()),
@@ -307,10 +303,7 @@ fn a_folder_where_the_output_file_goes_is_refused() {
 fn a_folder_planted_at_a_rotation_name_is_moved_aside_and_the_rotation_goes_on() {
     let w = World::new();
     let id = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     let mut out = bg.create_output(&id).unwrap();
     out.write_all(b"first").unwrap();
     let background = w.files.join("background");
@@ -358,10 +351,7 @@ fn a_folder_planted_at_a_rotation_name_is_moved_aside_and_the_rotation_goes_on()
 #[test]
 fn renames_take_plain_names_only() {
     let w = World::new();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     for (from, to) in [
         ("", "x"),
         ("x", ".."),
@@ -382,10 +372,7 @@ fn removing_an_output_removes_only_that_runs_leftovers() {
     let w = World::new();
     let id = RunId::generate().unwrap();
     let other = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files)
-        .unwrap()
-        .ensure_background_dir()
-        .unwrap();
+    let bg = w.background();
     bg.create_output(&id).unwrap();
     bg.create_output(&other).unwrap();
     let mine = bg.create_rotation_temp(&id).unwrap();
@@ -473,8 +460,7 @@ fn a_working_folder_is_opened_without_following_any_link() {
 fn a_rotation_cut_short_is_finished_when_the_record_names_its_file() {
     let w = World::new();
     let id = RunId::generate().unwrap();
-    let bg = FilesDir::open(&w.files).unwrap();
-    let bg = bg.ensure_background_dir().unwrap();
+    let bg = w.background();
     bg.create_output(&id).unwrap().write_all(b"old").unwrap();
     let mut temp = bg.create_rotation_temp(&id).unwrap();
     temp.file.write_all(b"new").unwrap();

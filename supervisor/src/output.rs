@@ -27,7 +27,7 @@ use lnk_common::id::RunId;
 use lnk_common::layout::StateDir;
 use lnk_common::output_file::{self, NextOutput, ReplaceError};
 use lnk_common::record::{FileId, NoRoom, NoRoomIn, Record};
-use lnk_common::safe_open::BackgroundDir;
+use lnk_common::safe_open::{BackgroundDir, FilesDir};
 use lnk_common::write::Durability;
 use rustix::io::Errno;
 
@@ -308,6 +308,36 @@ impl OutputFile {
         }
     }
 
+    /// Keeps the newest `keep` bytes in a new file in the run's `background/`, renamed over the
+    /// old one.
+    fn rotate_here(
+        &self,
+        state: &StateDir,
+        record: &mut Record,
+        keep: u64,
+    ) -> Result<File, ReplaceError> {
+        output_file::rotate(state, &self.background, record, &self.file, self.len, keep)
+    }
+
+    /// `background/` was removed under the run (an `rm -rf`, a `git clean -fdx`): it is made
+    /// again, as a start makes it. Whether it was.
+    fn make_folder_again(&mut self, record: &Record) -> bool {
+        match FilesDir::open(&record.launch.files).and_then(|files| files.ensure_background_dir()) {
+            Ok(background) => {
+                tracing::warn!(
+                    id = %record.id,
+                    "`background/` was removed while the run wrote to it: made again"
+                );
+                self.background = background;
+                true
+            }
+            Err(err) => {
+                tracing::warn!(id = %record.id, %err, "making `background/` again");
+                false
+            }
+        }
+    }
+
     /// Keeps the newest half of the cap in a new file renamed over the old one.
     fn rotate(&mut self, state: &StateDir, record: &mut Record) -> Result<(), Rotation> {
         // A program may have cut the file short (`: > background/<id>.out`): what it cut is
@@ -316,33 +346,11 @@ impl OutputFile {
             self.len = self.len.min(meta.len());
         }
         let keep = (self.cap / 2).min(self.len);
-        let mut rotated =
-            output_file::rotate(state, &self.background, record, &self.file, self.len, keep);
-        if let Err(ReplaceError::Make(err)) = &rotated
-            && err.is_not_found()
+        let mut rotated = self.rotate_here(state, record, keep);
+        if matches!(&rotated, Err(ReplaceError::Make(err)) if err.is_not_found())
+            && self.make_folder_again(record)
         {
-            // `background/` was removed under the run (an `rm -rf`, a `git clean -fdx`): it is
-            // made again, and the rotation made there, as a start would make it.
-            match lnk_common::safe_open::FilesDir::open(&record.launch.files)
-                .and_then(|files| files.ensure_background_dir())
-            {
-                Ok(background) => {
-                    tracing::warn!(
-                        id = %record.id,
-                        "`background/` was removed while the run wrote to it: made again"
-                    );
-                    self.background = background;
-                    rotated = output_file::rotate(
-                        state,
-                        &self.background,
-                        record,
-                        &self.file,
-                        self.len,
-                        keep,
-                    );
-                }
-                Err(again) => tracing::warn!(%again, "making `background/` again"),
-            }
+            rotated = self.rotate_here(state, record, keep);
         }
         match rotated {
             Ok(file) => {

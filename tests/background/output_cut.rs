@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use lnk_tests::bins::write;
-use lnk_tests::procs::wait_no_supervisor;
+use lnk_tests::procs::{sigkill, wait_no_supervisor};
 use lnk_tests::results::{is_error, structured, text};
 use lnk_tests::runs::{Bg, Flags};
 use lnk_tests::sandbox::{Sandbox, both_sandboxes};
@@ -101,12 +101,7 @@ fn a_supervisor_killed_within_a_rotation_leaves_the_output_readable(sandbox: San
         );
         let record = bg.wait_record(&id, ANSWER, |r| r["supervisor"]["pid"].is_i64());
         std::thread::sleep(Duration::from_millis(300));
-        let pid = record["supervisor"]["pid"].as_i64().unwrap();
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
+        sigkill(i32::try_from(record["supervisor"]["pid"].as_i64().unwrap()).unwrap());
         wait_no_supervisor(&id, Duration::from_secs(10));
         let out = bg.setup.files.join("background").join(format!("{id}.out"));
         let named = |bg: &Bg| bg.record(&id).unwrap()["output"]["file"]["ino"].as_u64();

@@ -206,7 +206,7 @@ pub fn start_all(
     let base = options.baseline.as_deref();
     let pass = vec![bins.passthrough.clone().into_os_string()];
     let echo = super::super::system_program("echo")?.into_os_string();
-    let echo_hi = [echo.clone(), "hi".into()];
+    let echo_hi = [echo, "hi".into()];
     let mut targets = Vec::new();
     match on_path("bwrap") {
         Some(bwrap) => {
@@ -248,7 +248,7 @@ pub fn start_all(
     });
     targets.push(Target {
         name: FLOOR,
-        how: How::Floor(vec![echo, "hi".into()], Vec::new()),
+        how: How::Floor(echo_hi.to_vec(), Vec::new()),
     });
     match baselines::peer_command(&options.peer_cache) {
         Ok(command) => {

@@ -160,13 +160,11 @@ impl Pool {
                     // The spares this thread started die with it (their parent-death signal
                     // is tied to it): it ends only once `close` has disposed of them, so that
                     // each ends as asked, not killed.
-                    let mut state = lock(&self.state);
-                    while !state.closed {
-                        state = self
-                            .wake
-                            .wait(state)
-                            .unwrap_or_else(PoisonError::into_inner);
-                    }
+                    let state = lock(&self.state);
+                    let _closed = self
+                        .wake
+                        .wait_while(state, |state| !state.closed)
+                        .unwrap_or_else(PoisonError::into_inner);
                     return;
                 }
                 Next::Dispose(spares) => {
